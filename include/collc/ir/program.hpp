@@ -137,6 +137,9 @@ struct program {
   collective coll = collective::allreduce;
   int ranks = 1;                 ///< P
   std::size_t count = 0;         ///< elements, MPI meaning (see collective)
+  std::size_t block_stride = 0;  ///< reduce_scatter send / allgather recv: distance between
+                                 ///< blocks in elements; 0 means `count` (dense). Lets a
+                                 ///< backend run a chunk of every block with one program.
   int root = 0;                  ///< reduce / bcast only
   bool commutative_only = false; ///< true if correct only for commutative ops
   std::size_t shm_count = 0;     ///< shm elements each rank needs
@@ -151,17 +154,23 @@ struct program {
   [[nodiscard]] constexpr int node(int rank) const { return node_of.empty() ? 0 : node_of[static_cast<std::size_t>(rank)]; }
   [[nodiscard]] constexpr bool same_node(int a, int b) const { return node(a) == node(b); }
 
+  /// Distance between blocks of the P-block buffer (see block_stride).
+  [[nodiscard]] constexpr std::size_t stride() const { return block_stride == 0 ? count : block_stride; }
+  /// Extent of a P-block buffer: P-1 strides plus one block.
+  [[nodiscard]] constexpr std::size_t blocked_count() const {
+    return ranks <= 0 ? 0 : stride() * static_cast<std::size_t>(ranks - 1) + count;
+  }
   /// Elements in each rank's send buffer (bcast: the root's data lives in recv).
   [[nodiscard]] constexpr std::size_t send_count() const {
     switch (coll) {
-      case collective::reduce_scatter: return count * static_cast<std::size_t>(ranks);
+      case collective::reduce_scatter: return blocked_count();
       case collective::bcast: return 0;
       default: return count;
     }
   }
   /// Elements in each rank's recv buffer.
   [[nodiscard]] constexpr std::size_t recv_count() const {
-    return coll == collective::allgather ? count * static_cast<std::size_t>(ranks) : count;
+    return coll == collective::allgather ? blocked_count() : count;
   }
   /// Capacity of `buf` for one rank, in elements.
   [[nodiscard]] constexpr std::size_t capacity(buffer buf) const {
