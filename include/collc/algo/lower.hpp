@@ -1,0 +1,642 @@
+#pragma once
+/// \file
+/// L1 -> L2: a schedule (family + parameters, a plain value) lowered for one
+/// collective, rank count and element count into a per-rank program.
+///
+///   auto s = collc::algo::schedule::recursive({-2, -2, 2, 2});
+///   auto prog = collc::algo::lower(s, {.coll = collective::allreduce, .ranks = 4, .count = 1000});
+///   assert(collc::verify(prog));
+///
+/// Every family lowers through detail::builder, so shared-memory reads and
+/// point-to-point messages between nodes come from the same code (a step
+/// whose group spans nodes simply becomes messages): hierarchical schedules
+/// are factor sets whose middle (reduce-exchange) steps cross nodes.
+#include <collc/algo/builder.hpp>
+#include <collc/algo/cyclic_shift.hpp>
+#include <collc/algo/recursive_exchange.hpp>
+#include <collc/algo/tree.hpp>
+#include <collc/factors.hpp>
+#include <collc/error.hpp>
+#include <collc/ir/program.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace collc::algo {
+
+enum class family : std::uint8_t { recursive_exchange, cyclic_shift, tree, copy_in };
+
+constexpr std::string_view to_string(family f) noexcept {
+  switch (f) {
+    case family::recursive_exchange: return "recexch";
+    case family::cyclic_shift: return "cyclic";
+    case family::tree: return "tree";
+    case family::copy_in: return "copyin";
+  }
+  return "?";
+}
+
+/// A typed schedule (L1): which family, with which parameters. A value: it
+/// prints, compares and copies; it knows nothing of MPI.
+///
+///   schedule::recursive({-2, -2, 2, 2})  // Rabenseifner on 4 ranks
+///   schedule::recursive({2, 2}, true)    // recursive doubling, remainder folded in
+///   schedule::cyclic({2, 2, 2})          // dissemination on 5..8 ranks
+///   schedule::ring()                     // cyclic shift by one rank, P-1 steps each way
+///   schedule::tree(0)                    // binomial tree; tree(k) k-ary, tree(k, 2) two roots
+///   schedule::copy_in()                  // every rank reads every peer's slice (radix P)
+struct schedule {
+  family fam = family::recursive_exchange;
+  factor_set factors;  ///< signed radices (recursive exchange, cyclic shift; empty = ring)
+  int arity = 2;       ///< tree: children per node, 0 = binomial
+  int roots = 1;       ///< tree: data split over this many roots (one per socket)
+  bool fold = false;   ///< recursive exchange: the P - prod ranks beyond the
+                       ///< factor product fold into partners (seed 003)
+
+  static schedule recursive(factor_set f, bool fold = false) {
+    return {family::recursive_exchange, f, 2, 1, fold};
+  }
+  static schedule cyclic(factor_set f) { return {family::cyclic_shift, f, 2, 1, false}; }
+  static schedule ring() { return {family::cyclic_shift, {}, 2, 1, false}; }
+  static schedule tree(int arity, int roots = 1) { return {family::tree, {}, arity, roots, false}; }
+  static schedule copy_in() { return {family::copy_in, {}, 2, 1, false}; }
+
+  friend bool operator==(const schedule&, const schedule&) = default;
+
+  /// "recexch{-2,2}", "recexch{2,2}+fold", "cyclic{2,2,2}", "ring", "tree:3",
+  /// "tree:binomial", "tree:2x2" (two roots), "copyin". parse() reads it back.
+  [[nodiscard]] std::string to_string() const {
+    switch (fam) {
+      case family::tree:
+        return "tree:" + (arity == 0 ? std::string("binomial") : std::to_string(arity)) +
+               (roots > 1 ? "x" + std::to_string(roots) : "");
+      case family::copy_in: return "copyin";
+      case family::cyclic_shift: return factors.empty() ? "ring" : "cyclic" + factors.to_string();
+      case family::recursive_exchange: return "recexch" + factors.to_string() + (fold ? "+fold" : "");
+    }
+    return "?";
+  }
+};
+
+/// What to lower a schedule for.
+struct lower_request {
+  collective coll = collective::allreduce;
+  int ranks = 1;
+  std::size_t count = 0;          ///< elements (MPI meaning, see collective)
+  int root = 0;                   ///< reduce / bcast
+  std::size_t granule = 1;        ///< elements per cache line: the minimum slice
+  std::size_t block_stride = 0;   ///< reduce_scatter / allgather: block distance, 0 = count
+  std::vector<int> node_of = {};  ///< node id of each rank; empty = one node
+};
+
+namespace detail {
+
+inline void check_request(const lower_request& q) {
+  if (q.ranks < 1) throw error(errc::invalid_argument, "number of ranks must be >= 1, got " + std::to_string(q.ranks));
+  if ((q.coll == collective::reduce || q.coll == collective::bcast) && (q.root < 0 || q.root >= q.ranks))
+    throw error(errc::invalid_argument,
+                "root " + std::to_string(q.root) + " is not a rank of " + std::to_string(q.ranks));
+  if (!q.node_of.empty() && q.node_of.size() != static_cast<std::size_t>(q.ranks))
+    throw error(errc::invalid_argument, "node_of has " + std::to_string(q.node_of.size()) + " entries for " +
+                                            std::to_string(q.ranks) + " ranks");
+  if (q.block_stride != 0 && q.block_stride < q.count)
+    throw error(errc::invalid_argument, "block_stride " + std::to_string(q.block_stride) +
+                                            " is smaller than the block count " + std::to_string(q.count));
+}
+
+inline builder make_builder(const lower_request& q) {
+  return builder(q.coll, q.ranks, q.count, q.root, q.block_stride, q.node_of);
+}
+
+/// One rank: the result is its own data (or nothing to do for bcast).
+inline ir::program lower_single(const lower_request& q) {
+  builder b = make_builder(q);
+  if (q.coll != collective::bcast)
+    b.copy(0, ir::ref{ir::buffer::recv, 0, 0}, ir::ref{ir::buffer::send, 0, 0}, q.count);
+  return std::move(b).finish(false, "single");
+}
+
+inline std::string join(const std::vector<int>& f) {
+  std::string s = "{";
+  for (std::size_t i = 0; i < f.size(); ++i) s += (i ? "," : "") + std::to_string(f[i]);
+  return s + "}";
+}
+
+/// Splits an allreduce-style factor set into its reduce-scatter radices,
+/// reduce-exchange radices, and checks the mirrored allgather tail.
+struct phases {
+  std::vector<int> rs, re, ag;
+};
+inline phases split(const std::vector<int>& f) {
+  phases ph;
+  std::size_t i = 0;
+  for (; i < f.size() && f[i] < 0; ++i) ph.rs.push_back(-f[i]);
+  for (; i < f.size(); ++i) {
+    if (f[i] < 0)
+      throw error(errc::invalid_factor_set, "factor set " + join(f) + ": negative radix " + std::to_string(f[i]) +
+                                                " after a positive one");
+    ph.ag.push_back(f[i]);
+  }
+  return ph;
+}
+
+inline std::int64_t product(const std::vector<int>& v) {
+  std::int64_t p = 1;
+  for (int a : v) {
+    if (a < 2) throw error(errc::invalid_factor_set, "radix " + std::to_string(a) + " must be >= 2");
+    if (__builtin_mul_overflow(p, static_cast<std::int64_t>(a), &p))
+      throw error(errc::overflow, "product of radices " + join(v) + " overflows");
+  }
+  return p;
+}
+
+/// Recursive exchange over F < P ranks with the remainder folded in (seed
+/// 003): for i < P - F, rank 2i hands its vector to rank 2i+1, which adds it
+/// (2i's contribution first, rank order) and stands in for both as virtual
+/// rank i; ranks from 2(P-F) on are virtual ranks i - (P-F). After the
+/// allreduce among the F virtual ranks, 2i+1 passes the result back to 2i.
+inline ir::program lower_folded(const std::vector<int>& rs, const std::vector<int>& re, const lower_request& q,
+                                const std::string& name) {
+  const int P = q.ranks;
+  const int F = static_cast<int>(product(rs) * product(re));
+  const int rem = P - F;
+  builder b = make_builder(q);
+  std::vector<int> members;
+  for (int i = 0; i < F; ++i) members.push_back(i < rem ? 2 * i + 1 : i + rem);
+  // Fold in: 2i+1 pulls 2i's vector (through shm on one node, a message otherwise).
+  const std::size_t in_copy = b.alloc_shm(q.count), partial = b.alloc_shm(q.count);
+  std::vector<pull> pulls;
+  for (int i = 0; i < rem; ++i) {
+    const int from = 2 * i, to = 2 * i + 1;
+    int ready = 0;
+    if (b.same_node(from, to)) {
+      b.copy(from, ir::ref{ir::buffer::shm, from, in_copy}, ir::ref{ir::buffer::send, from, 0}, q.count);
+      ready = b.publish(from);
+    }
+    pulls.push_back(pull{to, from, ir::ref{ir::buffer::shm, from, in_copy}, ir::ref{ir::buffer::send, from, 0}, q.count, ready, 0});
+  }
+  const auto got = b.fetch(pulls);
+  positions pos;
+  const auto npos = static_cast<std::size_t>(product(rs));
+  const partition part(q.count, npos, q.granule);
+  for (std::size_t p = 0; p < npos; ++p) {
+    pos.len.push_back(part.size(p));
+    pos.send_at.push_back(part.begin(p));
+    pos.recv_at.push_back(part.begin(p));
+  }
+  pos.finish();
+  builder_view view(b, members);
+  recursive_exchange_lowering<builder_view> low(view, pos, rs, re);
+  low.start_all(holding::kind::user_send);
+  for (int i = 0; i < rem; ++i) {
+    const int to = 2 * i + 1;
+    b.reduce(to, ir::ref{ir::buffer::shm, to, partial}, got[static_cast<std::size_t>(i)], ir::ref{ir::buffer::send, to, 0}, q.count);
+    low.start_shm(i, partial, b.publish(to));
+  }
+  std::vector<std::vector<int>> readers(static_cast<std::size_t>(F));
+  std::vector<std::size_t> skip_lo(static_cast<std::size_t>(F), 0), skip_hi(static_cast<std::size_t>(F), 0);
+  const int a0 = rs.empty() ? re[0] : rs[0];
+  for (int v = 0; v < F; ++v)
+    for (int t = 0; t < a0; ++t) readers[static_cast<std::size_t>(v)].push_back(v - v % a0 + t);
+  low.copy_in(readers, skip_lo, skip_hi);
+  for (std::size_t i = 0; i < rs.size(); ++i) low.reduce_scatter_step(i, false);
+  for (std::size_t j = 0; j < re.size(); ++j) low.reduce_exchange_step(j, j + 1 == re.size() && rs.empty(), [](int) { return true; });
+  for (std::size_t i = rs.size(); i-- > 0;) low.allgather_step(i, i == 0, [](int) { return true; });
+  // Fold out: 2i+1 shares its result, 2i copies it.
+  const std::size_t out = b.alloc_shm(q.count);
+  pulls.clear();
+  for (int i = 0; i < rem; ++i) {
+    const int from = 2 * i + 1, to = 2 * i;
+    int ready = 0;
+    if (b.same_node(from, to)) {
+      b.copy(from, ir::ref{ir::buffer::shm, from, out}, ir::ref{ir::buffer::recv, from, 0}, q.count);
+      ready = b.publish(from);
+    }
+    pulls.push_back(pull{to, from, ir::ref{ir::buffer::shm, from, out}, ir::ref{ir::buffer::recv, from, 0}, q.count, ready, 0});
+  }
+  const auto back = b.fetch(pulls);
+  for (int i = 0; i < rem; ++i) b.copy(2 * i, ir::ref{ir::buffer::recv, 2 * i, 0}, back[static_cast<std::size_t>(i)], q.count);
+  return std::move(b).finish(false, name);
+}
+
+inline std::vector<int> radices(const factor_set& f) { return {f.begin(), f.end()}; }
+
+inline ir::program lower_recursive(const schedule& s, const lower_request& q) {
+  const int P = q.ranks;
+  const std::vector<int> f = radices(s.factors);
+  const phases ph = split(f);
+  const std::string name = s.to_string();
+  auto bad = [&](const std::string& why) {
+    return error(errc::invalid_factor_set,
+                 "recursive exchange " + join(f) + " for " + std::to_string(P) + " ranks: " + why);
+  };
+  if (f.empty()) throw bad("the factor set is empty");
+  std::vector<int> rs = ph.rs, re;
+  switch (q.coll) {
+    case collective::allreduce:
+    case collective::reduce: {
+      if (ph.ag.size() < rs.size()) throw bad("fewer positive radices than negative ones");
+      const std::size_t j = ph.ag.size() - rs.size();
+      re.assign(ph.ag.begin(), ph.ag.begin() + static_cast<std::ptrdiff_t>(j));
+      for (std::size_t t = 0; t < rs.size(); ++t)
+        if (ph.ag[j + t] != rs[rs.size() - 1 - t])
+          throw bad("allgather tail does not mirror the reduce-scatter head");
+      break;
+    }
+    case collective::reduce_scatter:
+      if (!ph.ag.empty()) throw bad("reduce_scatter takes negative radices only");
+      break;
+    case collective::allgather:
+    case collective::bcast:
+      if (!rs.empty()) throw bad(std::string(to_string(q.coll)) + " takes positive radices only");
+      rs.assign(ph.ag.rbegin(), ph.ag.rend());  // allgather tail of {-rs.., rs reversed}
+      break;
+  }
+  const std::int64_t total = product(rs) * product(re);
+  if (s.fold) {
+    if (q.coll != collective::allreduce) throw bad("folding is implemented for allreduce only");
+    if (total >= P || 2 * total < P)
+      throw bad("folding needs a radix product (" + std::to_string(total) + ") below the number of ranks and at least half of it");
+    return lower_folded(rs, re, q, name);
+  }
+  if (total != P)
+    throw bad("product of the radices (" + std::to_string(total) + ") must equal the number of ranks (" +
+              std::to_string(P) + ")");
+
+  builder b = make_builder(q);
+  positions pos;
+  const auto npos = static_cast<std::size_t>(product(rs));
+  const bool blocked = q.coll == collective::reduce_scatter || q.coll == collective::allgather;
+  const std::size_t stride = q.block_stride == 0 ? q.count : q.block_stride;
+  if (blocked) {
+    // Position p holds block sigma(p), where sigma(final_position(r)) = r.
+    std::vector<std::size_t> block(npos);
+    for (int r = 0; r < P; ++r) block[final_position(r, rs, npos)] = static_cast<std::size_t>(r);
+    for (std::size_t p = 0; p < npos; ++p) {
+      pos.len.push_back(q.count);
+      pos.send_at.push_back(q.coll == collective::reduce_scatter ? block[p] * stride : 0);
+      pos.recv_at.push_back(q.coll == collective::allgather ? block[p] * stride : 0);
+    }
+  } else {
+    const partition part(q.count, npos, q.granule);
+    for (std::size_t p = 0; p < npos; ++p) {
+      pos.len.push_back(part.size(p));
+      pos.send_at.push_back(part.begin(p));
+      pos.recv_at.push_back(part.begin(p));
+    }
+  }
+  pos.finish();
+  recursive_exchange_lowering<builder> low(b, pos, rs, re);
+
+  // Who reads whose data in the first step (decides the copy-in).
+  std::vector<std::vector<int>> readers(static_cast<std::size_t>(P));
+  std::vector<std::size_t> skip_lo(static_cast<std::size_t>(P), 0), skip_hi(static_cast<std::size_t>(P), 0);
+  auto group_readers = [&](int a, int s) {
+    for (int r = 0; r < P; ++r) {
+      const int d = (r / s) % a;
+      for (int t = 0; t < a; ++t) readers[static_cast<std::size_t>(r)].push_back(r + (t - d) * s);
+    }
+  };
+
+  switch (q.coll) {
+    case collective::allreduce:
+    case collective::reduce:
+    case collective::reduce_scatter: {
+      low.start_all(detail::holding::kind::user_send);
+      if (!rs.empty()) {
+        group_readers(rs[0], 1);
+        for (int r = 0; r < P; ++r) {  // r alone reads its own part of step 1
+          const std::size_t part = npos / static_cast<std::size_t>(rs[0]);
+          skip_lo[static_cast<std::size_t>(r)] = static_cast<std::size_t>(r % rs[0]) * part;
+          skip_hi[static_cast<std::size_t>(r)] = skip_lo[static_cast<std::size_t>(r)] + part;
+        }
+      } else {
+        group_readers(re[0], 1);
+      }
+      low.copy_in(readers, skip_lo, skip_hi);
+      const bool rooted = q.coll == collective::reduce;
+      const bool rs_only = q.coll == collective::reduce_scatter;
+      for (std::size_t i = 0; i < rs.size(); ++i) low.reduce_scatter_step(i, rs_only && i + 1 == rs.size());
+      for (std::size_t j = 0; j < re.size(); ++j) {
+        const bool last = j + 1 == re.size() && rs.empty();
+        low.reduce_exchange_step(j, last, [&](int r) { return !(last && rooted) || r == q.root; });
+      }
+      if (q.coll == collective::allreduce)
+        for (std::size_t i = rs.size(); i-- > 0;) low.allgather_step(i, i == 0, [](int) { return true; });
+      if (rooted && !rs.empty()) low.gather_to(q.root);
+      break;
+    }
+    case collective::allgather: {
+      for (int r = 0; r < P; ++r) {
+        const auto p = final_position(r, rs, npos);
+        low.start_one(r, detail::holding::kind::user_send, p, p + 1);
+      }
+      group_readers(rs.back(), low.stride(rs.size() - 1));
+      low.copy_in(readers, skip_lo, skip_hi);
+      for (std::size_t i = rs.size(); i-- > 0;) low.allgather_step(i, i == 0, [](int) { return true; });
+      break;
+    }
+    case collective::bcast: {
+      for (int r = 0; r < P; ++r) low.start_one(r, detail::holding::kind::user_recv, 0, r == q.root ? npos : 0);
+      for (int r = 0; r < P; ++r) readers[static_cast<std::size_t>(q.root)].push_back(r);
+      low.copy_in(readers, skip_lo, skip_hi);
+      low.scatter_from(q.root);
+      for (std::size_t i = rs.size(); i-- > 0;) low.allgather_step(i, i == 0, [&](int r) { return r != q.root; });
+      break;
+    }
+  }
+  return std::move(b).finish(false, name);
+}
+
+/// The cyclic-shift rule for one phase: r1*..*r(n-1) < P <= r1*..*rn, with
+/// rn the smallest radix that reaches P.
+inline void check_cyclic_phase(const std::vector<int>& f, const std::vector<int>& phase, int P) {
+  auto bad = [&](const std::string& why) {
+    return error(errc::invalid_factor_set,
+                 "cyclic shift " + join(f) + " for " + std::to_string(P) + " ranks: " + why);
+  };
+  if (phase.empty()) throw bad("the phase is empty");
+  std::vector<int> head(phase.begin(), phase.end() - 1);
+  const std::int64_t prefix = product(head);
+  const std::int64_t total = prefix * phase.back();
+  if (prefix >= P)
+    throw bad("product of all but the last radix (" + std::to_string(prefix) + ") must be < " + std::to_string(P));
+  if (total < P) throw bad("product of the radices (" + std::to_string(total) + ") must be >= " + std::to_string(P));
+  const std::int64_t minimal = (P + prefix - 1) / prefix;
+  if (phase.back() != minimal)
+    throw bad("last radix " + std::to_string(phase.back()) + " is not minimal: " + std::to_string(minimal) +
+              " suffices");
+}
+
+inline ir::program lower_ring(const lower_request& q);
+
+inline ir::program lower_cyclic(const schedule& s, const lower_request& q) {
+  if (s.factors.empty()) return lower_ring(q);
+  const int P = q.ranks;
+  const std::vector<int> f = radices(s.factors);
+  const phases ph = split(f);
+  const std::string name = s.to_string();
+  auto unsupported = [&](const std::string& why) {
+    return error(errc::unsupported, "cyclic shift " + join(f) + " for " + std::string(to_string(q.coll)) +
+                                        ": " + why);
+  };
+  const std::size_t stride = q.block_stride == 0 ? q.count : q.block_stride;
+  builder b = make_builder(q);
+  positions blocks;
+  auto add_block = [&](std::size_t len, std::size_t send_at, std::size_t recv_at) {
+    blocks.len.push_back(len);
+    blocks.send_at.push_back(send_at);
+    blocks.recv_at.push_back(recv_at);
+  };
+  auto send_ref = [](int y) { return ir::ref{ir::buffer::send, y, 0}; };
+  auto own = [](int y) { return static_cast<std::size_t>(y); };
+  switch (q.coll) {
+    case collective::allreduce: {
+      if (!ph.rs.empty()) {
+        std::vector<int> tail(ph.rs.rbegin(), ph.rs.rend());
+        if (ph.ag != tail)
+          throw unsupported("an allreduce set is either all positive or a reduce-scatter mirrored by its allgather");
+        check_cyclic_phase(f, ph.rs, P);
+        const partition part(q.count, static_cast<std::size_t>(P), q.granule);
+        for (std::size_t j = 0; j < static_cast<std::size_t>(P); ++j) add_block(part.size(j), part.begin(j), part.begin(j));
+        blocks.finish();
+        cyclic_shift_lowering low(b, blocks);
+        low.start_with_all_blocks();
+        low.reduce_scatter(ph.rs, false);
+        low.mirrored_allgather(ph.rs, [](int) { return true; });
+      } else {
+        check_cyclic_phase(f, ph.ag, P);
+        for (int j = 0; j < P; ++j) add_block(q.count, 0, 0);  // block j: rank j's whole contribution
+        blocks.finish();
+        cyclic_shift_lowering low(b, blocks);
+        low.start_with_own_block(own, send_ref);
+        low.dissemination_allgather(ph.ag, false);
+        low.reduce_contributions(q.count);
+      }
+      break;
+    }
+    case collective::reduce_scatter: {
+      if (!ph.ag.empty()) throw unsupported("reduce_scatter takes negative radices only");
+      check_cyclic_phase(f, ph.rs, P);
+      for (int j = 0; j < P; ++j) add_block(q.count, static_cast<std::size_t>(j) * stride, 0);
+      blocks.finish();
+      cyclic_shift_lowering low(b, blocks);
+      low.start_with_all_blocks();
+      low.reduce_scatter(ph.rs, true);
+      break;
+    }
+    case collective::allgather: {
+      if (!ph.rs.empty()) throw unsupported("allgather takes positive radices only");
+      check_cyclic_phase(f, ph.ag, P);
+      for (int j = 0; j < P; ++j) add_block(q.count, 0, static_cast<std::size_t>(j) * stride);
+      blocks.finish();
+      cyclic_shift_lowering low(b, blocks);
+      low.start_with_own_block(own, send_ref);
+      low.dissemination_allgather(ph.ag, true);
+      return std::move(b).finish(false, name);
+    }
+    case collective::reduce:
+    case collective::bcast:
+      throw unsupported("rooted collectives are lowered by the tree, copy-in and recursive exchange families");
+  }
+  return std::move(b).finish(true, name);
+}
+
+/// Ring (seed 003): a cyclic shift by one rank per step. Reduce-scatter:
+/// at step k rank r adds its contribution to the partial of block r-k-2 it
+/// pulls from r-1 (P-1 steps, rank r ends with block r); allgather: block
+/// r-k-1 travels one rank per step. 2(P-1) steps of n/P elements: the
+/// bandwidth-optimal, latency-linear textbook algorithm. Commutative only.
+inline ir::program lower_ring(const lower_request& q) {
+  const int P = q.ranks;
+  builder b = make_builder(q);
+  const std::size_t stride = q.block_stride == 0 ? q.count : q.block_stride;
+  positions blk;
+  const partition part(q.count, static_cast<std::size_t>(P), q.granule);
+  for (int j = 0; j < P; ++j) {
+    const auto u = static_cast<std::size_t>(j);
+    switch (q.coll) {
+      case collective::allreduce:
+        blk.len.push_back(part.size(u)), blk.send_at.push_back(part.begin(u)), blk.recv_at.push_back(part.begin(u));
+        break;
+      case collective::reduce_scatter:
+        blk.len.push_back(q.count), blk.send_at.push_back(u * stride), blk.recv_at.push_back(0);
+        break;
+      case collective::allgather:
+        blk.len.push_back(q.count), blk.send_at.push_back(0), blk.recv_at.push_back(u * stride);
+        break;
+      default:
+        throw error(errc::unsupported, "ring lowers allreduce, reduce_scatter and allgather; use the tree family for " +
+                                           std::string(to_string(q.coll)));
+    }
+  }
+  blk.finish();
+  auto block = [&](int r, int k) { return static_cast<std::size_t>(((r - k) % P + P) % P); };
+  std::size_t widest = 0;
+  for (auto n : blk.len) widest = std::max(widest, n);
+  // held[r]: where rank r's value travelling this step lives (shared, direct).
+  std::vector<pull> pulls;
+  std::vector<ir::ref> shared(static_cast<std::size_t>(P)), direct(static_cast<std::size_t>(P));
+  std::vector<int> ready(static_cast<std::size_t>(P), 0);
+  const bool reduces = q.coll != collective::allgather;
+  if (reduces) {
+    const std::size_t copy = b.alloc_shm(blk.span(0, static_cast<std::size_t>(P)));
+    for (int r = 0; r < P; ++r) {
+      for (int j = 0; j < P; ++j)
+        if (j != r)
+          b.copy(r, ir::ref{ir::buffer::shm, r, copy + blk.prefix[static_cast<std::size_t>(j)]},
+                 ir::ref{ir::buffer::send, r, blk.send_at[static_cast<std::size_t>(j)]}, blk.len[static_cast<std::size_t>(j)]);
+      ready[static_cast<std::size_t>(r)] = b.publish(r);
+    }
+    for (int k = 0; k < P - 1; ++k) {
+      pulls.clear();
+      for (int r = 0; r < P; ++r) {
+        const int left = (r + P - 1) % P;
+        const std::size_t j = block(r, k + 2);
+        const ir::ref sh = k == 0 ? ir::ref{ir::buffer::shm, left, copy + blk.prefix[j]} : shared[static_cast<std::size_t>(left)];
+        const ir::ref di = k == 0 ? ir::ref{ir::buffer::send, left, blk.send_at[j]} : direct[static_cast<std::size_t>(left)];
+        pulls.push_back(pull{r, left, sh, di, blk.len[j], ready[static_cast<std::size_t>(left)], j});
+      }
+      const auto got = b.fetch(pulls);
+      const bool last = k == P - 2;
+      const bool to_recv = last && q.coll == collective::reduce_scatter;
+      const std::size_t region = to_recv ? 0 : b.alloc_shm(widest);
+      for (int r = 0; r < P; ++r) {
+        const std::size_t j = pulls[static_cast<std::size_t>(r)].first;
+        const ir::ref dst = to_recv ? ir::ref{ir::buffer::recv, r, 0} : ir::ref{ir::buffer::shm, r, region};
+        b.reduce(r, dst, got[static_cast<std::size_t>(r)], ir::ref{ir::buffer::send, r, blk.send_at[j]}, blk.len[j]);
+        shared[static_cast<std::size_t>(r)] = direct[static_cast<std::size_t>(r)] = dst;
+      }
+      for (int r = 0; r < P; ++r) ready[static_cast<std::size_t>(r)] = to_recv ? 0 : b.publish(r);
+    }
+    if (q.coll == collective::reduce_scatter) return std::move(b).finish(true, "ring");
+  } else {
+    const std::size_t copy = b.alloc_shm(widest);
+    for (int r = 0; r < P; ++r) {
+      b.copy(r, ir::ref{ir::buffer::shm, r, copy}, ir::ref{ir::buffer::send, r, 0}, q.count);
+      shared[static_cast<std::size_t>(r)] = ir::ref{ir::buffer::shm, r, copy};
+      direct[static_cast<std::size_t>(r)] = ir::ref{ir::buffer::send, r, 0};
+      ready[static_cast<std::size_t>(r)] = b.publish(r);
+    }
+  }
+  // Allgather: rank r holds block r (own result), receives block r-k-1 at step k.
+  for (int r = 0; r < P; ++r) {
+    const auto j = static_cast<std::size_t>(r);
+    b.copy(r, ir::ref{ir::buffer::recv, r, blk.recv_at[j]}, direct[j], blk.len[j]);
+  }
+  for (int k = 0; k < P - 1; ++k) {
+    pulls.clear();
+    for (int r = 0; r < P; ++r) {
+      const int left = (r + P - 1) % P;
+      const std::size_t j = block(r, k + 1);
+      pulls.push_back(pull{r, left, shared[static_cast<std::size_t>(left)], direct[static_cast<std::size_t>(left)],
+                           blk.len[j], ready[static_cast<std::size_t>(left)], j});
+    }
+    const auto got = b.fetch(pulls);
+    const bool last = k == P - 2;
+    const std::size_t region = last ? 0 : b.alloc_shm(widest);
+    for (int r = 0; r < P; ++r) {
+      const std::size_t j = pulls[static_cast<std::size_t>(r)].first;
+      const ir::ref recv_at{ir::buffer::recv, r, blk.recv_at[j]};
+      b.copy(r, recv_at, got[static_cast<std::size_t>(r)], blk.len[j]);
+      if (!last) {
+        const ir::ref mine{ir::buffer::shm, r, region};
+        b.copy(r, mine, got[static_cast<std::size_t>(r)], blk.len[j]);
+        shared[static_cast<std::size_t>(r)] = direct[static_cast<std::size_t>(r)] = mine;
+      }
+    }
+    if (!last)
+      for (int r = 0; r < P; ++r) ready[static_cast<std::size_t>(r)] = b.publish(r);
+  }
+  return std::move(b).finish(q.coll == collective::allreduce, "ring");
+}
+
+inline ir::program lower_tree(const schedule& s, const lower_request& q) {
+  const int P = q.ranks;
+  if (s.arity == 1 || s.arity < 0)
+    throw error(errc::invalid_argument, "tree arity " + std::to_string(s.arity) + " must be 0 (binomial) or >= 2");
+  if (s.roots < 1 || s.roots > P)
+    throw error(errc::invalid_argument, "tree roots " + std::to_string(s.roots) + " must be in [1, " + std::to_string(P) + "]");
+  builder b = make_builder(q);
+  const std::size_t stride = q.block_stride == 0 ? q.count : q.block_stride;
+  positions pos;
+  std::vector<tree_lowering::group> groups;
+  const int roots = (q.coll == collective::reduce || q.coll == collective::bcast) ? 1 : s.roots;
+  auto add = [&](std::size_t len, std::size_t send_at, std::size_t recv_at) {
+    pos.len.push_back(len), pos.send_at.push_back(send_at), pos.recv_at.push_back(recv_at);
+  };
+  if (q.coll == collective::reduce_scatter || q.coll == collective::allgather) {
+    for (int j = 0; j < P; ++j) {
+      const auto u = static_cast<std::size_t>(j);
+      add(q.count, q.coll == collective::reduce_scatter ? u * stride : 0, q.coll == collective::allgather ? u * stride : 0);
+    }
+    for (int g = 0; g < roots; ++g)
+      groups.push_back({g * P / roots, static_cast<std::size_t>(g * P / roots), static_cast<std::size_t>((g + 1) * P / roots)});
+  } else {
+    const partition part(q.count, static_cast<std::size_t>(roots), q.granule);
+    for (int g = 0; g < roots; ++g) {
+      add(part.size(static_cast<std::size_t>(g)), part.begin(static_cast<std::size_t>(g)), part.begin(static_cast<std::size_t>(g)));
+      const int root = roots == 1 ? (q.coll == collective::allreduce ? 0 : q.root) : g * P / roots;
+      groups.push_back({root, static_cast<std::size_t>(g), static_cast<std::size_t>(g + 1)});
+    }
+  }
+  pos.finish();
+  tree_lowering low(b, pos);
+  switch (q.coll) {
+    case collective::allreduce:
+      low.reduce(groups, s.arity, false);
+      low.broadcast([](int) { return true; });
+      break;
+    case collective::reduce: low.reduce(groups, s.arity, true); break;
+    case collective::reduce_scatter:
+      low.reduce(groups, s.arity, false);
+      low.scatter([](int r) { return static_cast<std::size_t>(r); });
+      break;
+    case collective::bcast:
+      low.start_at_root(q.root, s.arity);
+      low.broadcast([&](int r) { return r != q.root; });
+      break;
+    case collective::allgather:
+      low.gather_flat(0, s.arity);
+      low.broadcast([](int) { return true; });
+      break;
+  }
+  return std::move(b).finish(false, s.to_string());
+}
+
+/// Copy-in: every rank reads every peer's slice directly, in one step
+/// (recursive exchange with radix P: {-P,P}, {-P}, {P}); the own operand of
+/// the reduction is read from the user's buffer, fusing copy and reduce.
+inline ir::program lower_copy_in(const lower_request& q) {
+  const int P = q.ranks;
+  factor_set f;
+  switch (q.coll) {
+    case collective::allreduce:
+    case collective::reduce: f = factor_set{-P, P}; break;
+    case collective::reduce_scatter: f = factor_set{-P}; break;
+    default: f = factor_set{P}; break;
+  }
+  auto prog = lower_recursive(schedule::recursive(f), q);
+  prog.name = "copyin";
+  return prog;
+}
+
+}  // namespace detail
+
+/// Lowers schedule `s` for request `q` (throws collc::error naming the bad
+/// value if the schedule does not fit the request).
+inline ir::program lower(const schedule& s, const lower_request& q) {
+  detail::check_request(q);
+  if (q.ranks == 1) return detail::lower_single(q);
+  switch (s.fam) {
+    case family::recursive_exchange: return detail::lower_recursive(s, q);
+    case family::cyclic_shift: return detail::lower_cyclic(s, q);
+    case family::tree: return detail::lower_tree(s, q);
+    case family::copy_in: return detail::lower_copy_in(q);
+  }
+  throw error(errc::invalid_argument, "unknown schedule family");
+}
+
+}  // namespace collc::algo
