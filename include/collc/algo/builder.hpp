@@ -19,6 +19,8 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace collc::algo::detail {
@@ -69,6 +71,9 @@ class builder {
     prog_.flags = 1;
     prog_.node_of = std::move(node_of);
     prog_.code.resize(static_cast<std::size_t>(ranks));
+    // Longer than the small-string buffer: g++ 12 cannot move a short
+    // std::string during constant evaluation (lowering is constexpr).
+    prog_.name = "schedule lowered by collc::algo";
   }
 
   [[nodiscard]] constexpr int ranks() const { return prog_.ranks; }
@@ -181,7 +186,7 @@ class builder {
   }
 
   /// Completes the protocol (see the file comment) and returns the program.
-  constexpr ir::program finish(bool commutative_only, std::string name) && {
+  constexpr ir::program finish(bool commutative_only, std::string_view name) && {
     const int n = ranks();
     for (int r = 0; r < n; ++r) {
       if (pending_read_[idx(r)]) publish(r);
@@ -200,7 +205,7 @@ class builder {
       code.insert(code.begin(), guard.begin(), guard.end());
     }
     prog_.commutative_only = commutative_only;
-    prog_.name = std::move(name);
+    if (!std::is_constant_evaluated() && !name.empty()) prog_.name = std::string(name);
     return std::move(prog_);
   }
 

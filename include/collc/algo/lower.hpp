@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace collc::algo {
@@ -55,15 +56,15 @@ struct schedule {
   bool fold = false;   ///< recursive exchange: the P - prod ranks beyond the
                        ///< factor product fold into partners (seed 003)
 
-  static schedule recursive(factor_set f, bool fold = false) {
+  static constexpr schedule recursive(factor_set f, bool fold = false) {
     return {family::recursive_exchange, f, 2, 1, fold};
   }
-  static schedule cyclic(factor_set f) { return {family::cyclic_shift, f, 2, 1, false}; }
-  static schedule ring() { return {family::cyclic_shift, {}, 2, 1, false}; }
-  static schedule tree(int arity, int roots = 1) { return {family::tree, {}, arity, roots, false}; }
-  static schedule copy_in() { return {family::copy_in, {}, 2, 1, false}; }
+  static constexpr schedule cyclic(factor_set f) { return {family::cyclic_shift, f, 2, 1, false}; }
+  static constexpr schedule ring() { return {family::cyclic_shift, {}, 2, 1, false}; }
+  static constexpr schedule tree(int arity, int roots = 1) { return {family::tree, {}, arity, roots, false}; }
+  static constexpr schedule copy_in() { return {family::copy_in, {}, 2, 1, false}; }
 
-  friend bool operator==(const schedule&, const schedule&) = default;
+  friend constexpr bool operator==(const schedule&, const schedule&) = default;
 
   /// "recexch{-2,2}", "recexch{2,2}+fold", "cyclic{2,2,2}", "ring", "tree:3",
   /// "tree:binomial", "tree:2x2" (two roots), "copyin". parse() reads it back.
@@ -93,7 +94,7 @@ struct lower_request {
 
 namespace detail {
 
-inline void check_request(const lower_request& q) {
+constexpr void check_request(const lower_request& q) {
   if (q.ranks < 1) throw error(errc::invalid_argument, "number of ranks must be >= 1, got " + std::to_string(q.ranks));
   if ((q.coll == collective::reduce || q.coll == collective::bcast) && (q.root < 0 || q.root >= q.ranks))
     throw error(errc::invalid_argument,
@@ -106,19 +107,19 @@ inline void check_request(const lower_request& q) {
                                             " is smaller than the block count " + std::to_string(q.count));
 }
 
-inline builder make_builder(const lower_request& q) {
+constexpr builder make_builder(const lower_request& q) {
   return builder(q.coll, q.ranks, q.count, q.root, q.block_stride, q.node_of);
 }
 
 /// One rank: the result is its own data (or nothing to do for bcast).
-inline ir::program lower_single(const lower_request& q) {
+constexpr ir::program lower_single(const lower_request& q) {
   builder b = make_builder(q);
   if (q.coll != collective::bcast)
     b.copy(0, ir::ref{ir::buffer::recv, 0, 0}, ir::ref{ir::buffer::send, 0, 0}, q.count);
   return std::move(b).finish(false, "single");
 }
 
-inline std::string join(const std::vector<int>& f) {
+constexpr std::string join(const std::vector<int>& f) {
   std::string s = "{";
   for (std::size_t i = 0; i < f.size(); ++i) s += (i ? "," : "") + std::to_string(f[i]);
   return s + "}";
@@ -129,7 +130,7 @@ inline std::string join(const std::vector<int>& f) {
 struct phases {
   std::vector<int> rs, re, ag;
 };
-inline phases split(const std::vector<int>& f) {
+constexpr phases split(const std::vector<int>& f) {
   phases ph;
   std::size_t i = 0;
   for (; i < f.size() && f[i] < 0; ++i) ph.rs.push_back(-f[i]);
@@ -142,7 +143,7 @@ inline phases split(const std::vector<int>& f) {
   return ph;
 }
 
-inline std::int64_t product(const std::vector<int>& v) {
+constexpr std::int64_t product(const std::vector<int>& v) {
   std::int64_t p = 1;
   for (int a : v) {
     if (a < 2) throw error(errc::invalid_factor_set, "radix " + std::to_string(a) + " must be >= 2");
@@ -157,7 +158,7 @@ inline std::int64_t product(const std::vector<int>& v) {
 /// (2i's contribution first, rank order) and stands in for both as virtual
 /// rank i; ranks from 2(P-F) on are virtual ranks i - (P-F). After the
 /// allreduce among the F virtual ranks, 2i+1 passes the result back to 2i.
-inline ir::program lower_folded(const std::vector<int>& rs, const std::vector<int>& re, const lower_request& q,
+constexpr ir::program lower_folded(const std::vector<int>& rs, const std::vector<int>& re, const lower_request& q,
                                 const std::string& name) {
   const int P = q.ranks;
   const int F = static_cast<int>(product(rs) * product(re));
@@ -221,13 +222,14 @@ inline ir::program lower_folded(const std::vector<int>& rs, const std::vector<in
   return std::move(b).finish(false, name);
 }
 
-inline std::vector<int> radices(const factor_set& f) { return {f.begin(), f.end()}; }
+constexpr std::vector<int> radices(const factor_set& f) { return {f.begin(), f.end()}; }
 
-inline ir::program lower_recursive(const schedule& s, const lower_request& q) {
+constexpr ir::program lower_recursive(const schedule& s, const lower_request& q) {
   const int P = q.ranks;
   const std::vector<int> f = radices(s.factors);
   const phases ph = split(f);
-  const std::string name = s.to_string();
+  std::string name;  // for humans; not built during constant evaluation
+  if (!std::is_constant_evaluated()) name = s.to_string();
   auto bad = [&](const std::string& why) {
     return error(errc::invalid_factor_set,
                  "recursive exchange " + join(f) + " for " + std::to_string(P) + " ranks: " + why);
@@ -352,7 +354,7 @@ inline ir::program lower_recursive(const schedule& s, const lower_request& q) {
 
 /// The cyclic-shift rule for one phase: r1*..*r(n-1) < P <= r1*..*rn, with
 /// rn the smallest radix that reaches P.
-inline void check_cyclic_phase(const std::vector<int>& f, const std::vector<int>& phase, int P) {
+constexpr void check_cyclic_phase(const std::vector<int>& f, const std::vector<int>& phase, int P) {
   auto bad = [&](const std::string& why) {
     return error(errc::invalid_factor_set,
                  "cyclic shift " + join(f) + " for " + std::to_string(P) + " ranks: " + why);
@@ -370,14 +372,15 @@ inline void check_cyclic_phase(const std::vector<int>& f, const std::vector<int>
               " suffices");
 }
 
-inline ir::program lower_ring(const lower_request& q);
+constexpr ir::program lower_ring(const lower_request& q);
 
-inline ir::program lower_cyclic(const schedule& s, const lower_request& q) {
+constexpr ir::program lower_cyclic(const schedule& s, const lower_request& q) {
   if (s.factors.empty()) return lower_ring(q);
   const int P = q.ranks;
   const std::vector<int> f = radices(s.factors);
   const phases ph = split(f);
-  const std::string name = s.to_string();
+  std::string name;  // for humans; not built during constant evaluation
+  if (!std::is_constant_evaluated()) name = s.to_string();
   auto unsupported = [&](const std::string& why) {
     return error(errc::unsupported, "cyclic shift " + join(f) + " for " + std::string(to_string(q.coll)) +
                                         ": " + why);
@@ -449,7 +452,7 @@ inline ir::program lower_cyclic(const schedule& s, const lower_request& q) {
 /// pulls from r-1 (P-1 steps, rank r ends with block r); allgather: block
 /// r-k-1 travels one rank per step. 2(P-1) steps of n/P elements: the
 /// bandwidth-optimal, latency-linear textbook algorithm. Commutative only.
-inline ir::program lower_ring(const lower_request& q) {
+constexpr ir::program lower_ring(const lower_request& q) {
   const int P = q.ranks;
   builder b = make_builder(q);
   const std::size_t stride = q.block_stride == 0 ? q.count : q.block_stride;
@@ -553,7 +556,7 @@ inline ir::program lower_ring(const lower_request& q) {
   return std::move(b).finish(q.coll == collective::allreduce, "ring");
 }
 
-inline ir::program lower_tree(const schedule& s, const lower_request& q) {
+constexpr ir::program lower_tree(const schedule& s, const lower_request& q) {
   const int P = q.ranks;
   if (s.arity == 1 || s.arity < 0)
     throw error(errc::invalid_argument, "tree arity " + std::to_string(s.arity) + " must be 0 (binomial) or >= 2");
@@ -603,13 +606,15 @@ inline ir::program lower_tree(const schedule& s, const lower_request& q) {
       low.broadcast([](int) { return true; });
       break;
   }
-  return std::move(b).finish(false, s.to_string());
+  std::string name;
+  if (!std::is_constant_evaluated()) name = s.to_string();
+  return std::move(b).finish(false, name);
 }
 
 /// Copy-in: every rank reads every peer's slice directly, in one step
 /// (recursive exchange with radix P: {-P,P}, {-P}, {P}); the own operand of
 /// the reduction is read from the user's buffer, fusing copy and reduce.
-inline ir::program lower_copy_in(const lower_request& q) {
+constexpr ir::program lower_copy_in(const lower_request& q) {
   const int P = q.ranks;
   factor_set f;
   switch (q.coll) {
@@ -619,7 +624,7 @@ inline ir::program lower_copy_in(const lower_request& q) {
     default: f = factor_set{P}; break;
   }
   auto prog = lower_recursive(schedule::recursive(f), q);
-  prog.name = "copyin";
+  if (!std::is_constant_evaluated()) prog.name = "copyin";
   return prog;
 }
 
@@ -627,7 +632,7 @@ inline ir::program lower_copy_in(const lower_request& q) {
 
 /// Lowers schedule `s` for request `q` (throws collc::error naming the bad
 /// value if the schedule does not fit the request).
-inline ir::program lower(const schedule& s, const lower_request& q) {
+constexpr ir::program lower(const schedule& s, const lower_request& q) {
   detail::check_request(q);
   if (q.ranks == 1) return detail::lower_single(q);
   switch (s.fam) {
