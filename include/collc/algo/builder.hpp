@@ -62,6 +62,7 @@ class builder {
         pending_read_(static_cast<std::size_t>(ranks), false),
         scratch_(static_cast<std::size_t>(ranks), 0),
         sends_(static_cast<std::size_t>(ranks), false),
+        user_send_in_flight_(static_cast<std::size_t>(ranks), false),
         waited_(static_cast<std::size_t>(ranks) * static_cast<std::size_t>(ranks), 0) {
     prog_.coll = coll;
     prog_.ranks = ranks;
@@ -98,6 +99,7 @@ class builder {
   constexpr void copy(int r, ir::ref dst, ir::ref src, std::size_t n) {
     if (n == 0) return;
     note_read(r, src);
+    note_write(r, dst);
     auto& code = prog_.code[idx(r)];
     if (!code.empty()) {
       // Adjacent pieces of one logical copy become one instruction.
@@ -114,6 +116,7 @@ class builder {
     if (n == 0) return;
     note_read(r, a);
     note_read(r, b);
+    note_write(r, dst);
     auto& code = prog_.code[idx(r)];
     if (!code.empty()) {
       if (auto* last = std::get_if<ir::reduce>(&code.back());
@@ -128,13 +131,23 @@ class builder {
 
   /// dst = in[0] op in[1] op ... in rank order (left fold, the expression
   /// every rank that computes this value must share).
+  /// When dst is the user's recv and a later operand is a user buffer, the
+  /// partial folds run in scratch: with MPI_IN_PLACE, send and recv are the
+  /// same memory, so recv may only be written once every operand was read.
   constexpr void reduce_chain(int r, ir::ref dst, const std::vector<ir::ref>& in, std::size_t n) {
     if (in.size() == 1) {
       if (in[0] != dst) copy(r, dst, in[0], n);
       return;
     }
-    reduce(r, dst, in[0], in[1], n);
-    for (std::size_t t = 2; t < in.size(); ++t) reduce(r, dst, dst, in[t], n);
+    bool user_later = false;
+    for (std::size_t t = 2; t < in.size(); ++t) user_later = user_later || is_user(in[t]);
+    const ir::ref acc = (is_user(dst) && user_later) ? ir::ref{ir::buffer::scratch, r, alloc_scratch(r, n)} : dst;
+    ir::ref prev = in[0];
+    for (std::size_t t = 1; t < in.size(); ++t) {
+      const ir::ref out = t + 1 == in.size() ? dst : acc;
+      reduce(r, out, prev, in[t], n);
+      prev = out;
+    }
   }
 
   /// Signals that rank r finished its reads so far and published its writes;
@@ -167,6 +180,7 @@ class builder {
       if (p.count == 0 || p.consumer == p.producer || same_node(p.consumer, p.producer)) continue;
       prog_.code[idx(p.producer)].push_back(ir::send{p.consumer, p.direct, p.count, tag_});
       sends_[idx(p.producer)] = true;
+      if (is_user(p.direct)) user_send_in_flight_[idx(p.producer)] = true;
     }
     for (std::size_t i = 0; i < pulls.size(); ++i) {
       const auto& p = pulls[i];
@@ -217,6 +231,17 @@ class builder {
     return prev.buf == next.buf && prev.owner == next.owner && prev.offset + prev_count == next.offset;
   }
 
+  static constexpr bool is_user(const ir::ref& x) { return x.buf == ir::buffer::send || x.buf == ir::buffer::recv; }
+
+  // Messages read their source until a fence; with MPI_IN_PLACE a send from
+  // the user's buffer and a later write to recv touch the same memory, so a
+  // write to a user buffer first completes such sends.
+  constexpr void note_write(int r, const ir::ref& dst) {
+    if (!is_user(dst) || !user_send_in_flight_[idx(r)]) return;
+    prog_.code[idx(r)].push_back(ir::fence{});
+    user_send_in_flight_[idx(r)] = false;
+  }
+
   // A read of another rank's shm: remember the reader's next signal index.
   constexpr void note_read(int r, const ir::ref& src) {
     if (src.buf != ir::buffer::shm || src.owner == r) return;
@@ -230,6 +255,7 @@ class builder {
   std::vector<bool> pending_read_; // rank read a peer's shm since its last signal
   std::vector<std::size_t> scratch_;
   std::vector<bool> sends_;
+  std::vector<bool> user_send_in_flight_;
   std::vector<int> waited_;        // [r][q]: highest signal of q that r already waited for
   int tag_ = 0;
 };
@@ -248,6 +274,7 @@ class builder_view {
   [[nodiscard]] constexpr int real(int v) const { return real_[static_cast<std::size_t>(v)]; }
   [[nodiscard]] constexpr bool same_node(int a, int c) const { return b_.same_node(real(a), real(c)); }
   constexpr std::size_t alloc_shm(std::size_t n) { return b_.alloc_shm(n); }
+  constexpr std::size_t alloc_scratch(int r, std::size_t n) { return b_.alloc_scratch(real(r), n); }
   constexpr void copy(int r, ir::ref dst, ir::ref src, std::size_t n) { b_.copy(real(r), in(dst), in(src), n); }
   constexpr void reduce(int r, ir::ref dst, ir::ref a, ir::ref c, std::size_t n) {
     b_.reduce(real(r), in(dst), in(a), in(c), n);

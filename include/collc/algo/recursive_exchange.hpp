@@ -253,6 +253,7 @@ class recursive_exchange_lowering {
  private:
   static constexpr std::size_t idx(int r) { return static_cast<std::size_t>(r); }
   static constexpr int digit(int r, int a, int s) { return (r / s) % a; }
+  static constexpr bool is_user(const ir::ref& x) { return x.buf == ir::buffer::send || x.buf == ir::buffer::recv; }
 
   // The rank's user buffer at position p.
   [[nodiscard]] constexpr ir::ref user_ref(int r, const holding& h, std::size_t p) const {
@@ -362,12 +363,25 @@ class recursive_exchange_lowering {
         return to_recv ? ir::ref{ir::buffer::recv, r, pos_.recv_at[p]}
                        : ir::ref{ir::buffer::shm, r, region + pos_.prefix[p] - pos_.prefix[lo]};
       };
+      // With MPI_IN_PLACE recv is the send buffer: when a user-buffer operand
+      // comes after the first two, partial folds accumulate in scratch and
+      // recv is written by the last fold only (see builder::reduce_chain).
+      bool user_later = false;
+      for (std::size_t p = lo; p < hi; ++p)
+        for (int t = 2; t < a; ++t) user_later = user_later || is_user(in[p - lo][static_cast<std::size_t>(t)]);
+      const bool via_scratch = to_recv && user_later;
+      const std::size_t acc = via_scratch ? b_.alloc_scratch(r, pos_.span(lo, hi)) : 0;
+      auto out_of = [&](std::size_t p, int t) {
+        if (!via_scratch || t + 1 == a) return dst_of(p);
+        return ir::ref{ir::buffer::scratch, r, acc + pos_.prefix[p] - pos_.prefix[lo]};
+      };
       // Loop order (operand, position) lets the builder merge positions.
       for (std::size_t p = lo; p < hi; ++p)
-        if (pos_.len[p] != 0) b_.reduce(r, dst_of(p), in[p - lo][0], in[p - lo][1], pos_.len[p]);
+        if (pos_.len[p] != 0) b_.reduce(r, out_of(p, 1), in[p - lo][0], in[p - lo][1], pos_.len[p]);
       for (int t = 2; t < a; ++t)
         for (std::size_t p = lo; p < hi; ++p)
-          if (pos_.len[p] != 0) b_.reduce(r, dst_of(p), dst_of(p), in[p - lo][static_cast<std::size_t>(t)], pos_.len[p]);
+          if (pos_.len[p] != 0)
+            b_.reduce(r, out_of(p, t), out_of(p, t - 1), in[p - lo][static_cast<std::size_t>(t)], pos_.len[p]);
     }
     for (int r = 0; r < P; ++r) {
       auto& h = hold_[idx(r)];
