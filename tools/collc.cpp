@@ -9,6 +9,10 @@
 
 #include <collc/error.hpp>
 
+#include "cmd_factors.hpp"
+
+#include "cmd_program.hpp"
+
 namespace {
 
 struct command {
@@ -20,6 +24,10 @@ struct command {
 // Subcommands register here (one line each).
 constexpr command commands[] = {
     {"help", "list the commands", nullptr},
+    {"factors", "count and list factor sets for P ranks", run_factors},
+    {"show", "print each rank's program for a schedule (--dot FILE: Graphviz data flow)", collc::tool::run_show},
+    {"verify", "lower a schedule and verify it (operand order, identical results, races, deadlock)",
+     collc::tool::run_verify},
 };
 
 int usage(std::FILE* out) {
@@ -39,7 +47,9 @@ int main(int argc, char** argv) {
     try {
       return c.run(std::span<const std::string_view>(args).subspan(1));
     } catch (const collc::error& e) {
-      fmt::print(stderr, "collc {}: {}\n", c.name, e.what());
+      std::string_view what = e.what();
+      if (what.starts_with("collc: ")) what.remove_prefix(7);
+      fmt::print(stderr, "collc {}: {}\n", c.name, what);
       return 2;
     } catch (const std::exception& e) {
       fmt::print(stderr, "collc {}: {}\n", c.name, e.what());

@@ -46,11 +46,11 @@ struct partition {
 struct pull {
   int consumer = 0;
   int producer = 0;
-  ir::ref shared;        ///< where same-node consumers read it (producer's shm)
-  ir::ref direct;        ///< where the producer sends it from for other nodes
+  ir::ref shared;  ///< where same-node consumers read it (producer's shm)
+  ir::ref direct;  ///< where the producer sends it from for other nodes
   std::size_t count = 0;
-  int ready = 0;         ///< producer's signal index after which the data is valid
-  std::size_t first = 0; ///< family bookkeeping (e.g. first position of the run)
+  int ready = 0;          ///< producer's signal index after which the data is valid
+  std::size_t first = 0;  ///< family bookkeeping (e.g. first position of the run)
 };
 
 class builder {
@@ -119,9 +119,9 @@ class builder {
     note_write(r, dst);
     auto& code = prog_.code[idx(r)];
     if (!code.empty()) {
-      if (auto* last = std::get_if<ir::reduce>(&code.back());
-          last && follows(last->dst, last->count, dst) && follows(last->a, last->count, a) &&
-          follows(last->b, last->count, b)) {
+      if (auto* last = std::get_if<ir::reduce>(&code.back()); last && follows(last->dst, last->count, dst) &&
+                                                              follows(last->a, last->count, a) &&
+                                                              follows(last->b, last->count, b)) {
         last->count += n;
         return;
       }
@@ -192,8 +192,7 @@ class builder {
       } else {
         const std::size_t at = alloc_scratch(p.consumer, p.count);
         where[i] = ir::ref{ir::buffer::scratch, p.consumer, at};
-        if (p.count != 0)
-          prog_.code[idx(p.consumer)].push_back(ir::recv{p.producer, where[i], p.count, tag_});
+        if (p.count != 0) prog_.code[idx(p.consumer)].push_back(ir::recv{p.producer, where[i], p.count, tag_});
       }
     }
     return where;
@@ -250,13 +249,13 @@ class builder {
   }
 
   ir::program prog_;
-  std::vector<int> signals_;       // signals emitted so far, per rank
-  std::vector<int> reads_;         // [owner][reader]: reader's signal index after its last read
-  std::vector<bool> pending_read_; // rank read a peer's shm since its last signal
+  std::vector<int> signals_;        // signals emitted so far, per rank
+  std::vector<int> reads_;          // [owner][reader]: reader's signal index after its last read
+  std::vector<bool> pending_read_;  // rank read a peer's shm since its last signal
   std::vector<std::size_t> scratch_;
   std::vector<bool> sends_;
   std::vector<bool> user_send_in_flight_;
-  std::vector<int> waited_;        // [r][q]: highest signal of q that r already waited for
+  std::vector<int> waited_;  // [r][q]: highest signal of q that r already waited for
   int tag_ = 0;
 };
 

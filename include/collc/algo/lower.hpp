@@ -15,8 +15,8 @@
 #include <collc/algo/cyclic_shift.hpp>
 #include <collc/algo/recursive_exchange.hpp>
 #include <collc/algo/tree.hpp>
-#include <collc/factors.hpp>
 #include <collc/error.hpp>
+#include <collc/factors.hpp>
 #include <collc/ir/program.hpp>
 
 #include <cstddef>
@@ -114,8 +114,7 @@ constexpr builder make_builder(const lower_request& q) {
 /// One rank: the result is its own data (or nothing to do for bcast).
 constexpr ir::program lower_single(const lower_request& q) {
   builder b = make_builder(q);
-  if (q.coll != collective::bcast)
-    b.copy(0, ir::ref{ir::buffer::recv, 0, 0}, ir::ref{ir::buffer::send, 0, 0}, q.count);
+  if (q.coll != collective::bcast) b.copy(0, ir::ref{ir::buffer::recv, 0, 0}, ir::ref{ir::buffer::send, 0, 0}, q.count);
   return std::move(b).finish(false, "single");
 }
 
@@ -136,8 +135,8 @@ constexpr phases split(const std::vector<int>& f) {
   for (; i < f.size() && f[i] < 0; ++i) ph.rs.push_back(-f[i]);
   for (; i < f.size(); ++i) {
     if (f[i] < 0)
-      throw error(errc::invalid_factor_set, "factor set " + join(f) + ": negative radix " + std::to_string(f[i]) +
-                                                " after a positive one");
+      throw error(errc::invalid_factor_set,
+                  "factor set " + join(f) + ": negative radix " + std::to_string(f[i]) + " after a positive one");
     ph.ag.push_back(f[i]);
   }
   return ph;
@@ -159,7 +158,7 @@ constexpr std::int64_t product(const std::vector<int>& v) {
 /// rank i; ranks from 2(P-F) on are virtual ranks i - (P-F). After the
 /// allreduce among the F virtual ranks, 2i+1 passes the result back to 2i.
 constexpr ir::program lower_folded(const std::vector<int>& rs, const std::vector<int>& re, const lower_request& q,
-                                const std::string& name) {
+                                   const std::string& name) {
   const int P = q.ranks;
   const int F = static_cast<int>(product(rs) * product(re));
   const int rem = P - F;
@@ -176,7 +175,8 @@ constexpr ir::program lower_folded(const std::vector<int>& rs, const std::vector
       b.copy(from, ir::ref{ir::buffer::shm, from, in_copy}, ir::ref{ir::buffer::send, from, 0}, q.count);
       ready = b.publish(from);
     }
-    pulls.push_back(pull{to, from, ir::ref{ir::buffer::shm, from, in_copy}, ir::ref{ir::buffer::send, from, 0}, q.count, ready, 0});
+    pulls.push_back(
+        pull{to, from, ir::ref{ir::buffer::shm, from, in_copy}, ir::ref{ir::buffer::send, from, 0}, q.count, ready, 0});
   }
   const auto got = b.fetch(pulls);
   positions pos;
@@ -193,7 +193,8 @@ constexpr ir::program lower_folded(const std::vector<int>& rs, const std::vector
   low.start_all(holding::kind::user_send);
   for (int i = 0; i < rem; ++i) {
     const int to = 2 * i + 1;
-    b.reduce(to, ir::ref{ir::buffer::shm, to, partial}, got[static_cast<std::size_t>(i)], ir::ref{ir::buffer::send, to, 0}, q.count);
+    b.reduce(to, ir::ref{ir::buffer::shm, to, partial}, got[static_cast<std::size_t>(i)],
+             ir::ref{ir::buffer::send, to, 0}, q.count);
     low.start_shm(i, partial, b.publish(to));
   }
   std::vector<std::vector<int>> readers(static_cast<std::size_t>(F));
@@ -203,7 +204,8 @@ constexpr ir::program lower_folded(const std::vector<int>& rs, const std::vector
     for (int t = 0; t < a0; ++t) readers[static_cast<std::size_t>(v)].push_back(v - v % a0 + t);
   low.copy_in(readers, skip_lo, skip_hi);
   for (std::size_t i = 0; i < rs.size(); ++i) low.reduce_scatter_step(i, false);
-  for (std::size_t j = 0; j < re.size(); ++j) low.reduce_exchange_step(j, j + 1 == re.size() && rs.empty(), [](int) { return true; });
+  for (std::size_t j = 0; j < re.size(); ++j)
+    low.reduce_exchange_step(j, j + 1 == re.size() && rs.empty(), [](int) { return true; });
   for (std::size_t i = rs.size(); i-- > 0;) low.allgather_step(i, i == 0, [](int) { return true; });
   // Fold out: 2i+1 shares its result, 2i copies it.
   const std::size_t out = b.alloc_shm(q.count);
@@ -215,10 +217,12 @@ constexpr ir::program lower_folded(const std::vector<int>& rs, const std::vector
       b.copy(from, ir::ref{ir::buffer::shm, from, out}, ir::ref{ir::buffer::recv, from, 0}, q.count);
       ready = b.publish(from);
     }
-    pulls.push_back(pull{to, from, ir::ref{ir::buffer::shm, from, out}, ir::ref{ir::buffer::recv, from, 0}, q.count, ready, 0});
+    pulls.push_back(
+        pull{to, from, ir::ref{ir::buffer::shm, from, out}, ir::ref{ir::buffer::recv, from, 0}, q.count, ready, 0});
   }
   const auto back = b.fetch(pulls);
-  for (int i = 0; i < rem; ++i) b.copy(2 * i, ir::ref{ir::buffer::recv, 2 * i, 0}, back[static_cast<std::size_t>(i)], q.count);
+  for (int i = 0; i < rem; ++i)
+    b.copy(2 * i, ir::ref{ir::buffer::recv, 2 * i, 0}, back[static_cast<std::size_t>(i)], q.count);
   return std::move(b).finish(false, name);
 }
 
@@ -243,8 +247,7 @@ constexpr ir::program lower_recursive(const schedule& s, const lower_request& q)
       const std::size_t j = ph.ag.size() - rs.size();
       re.assign(ph.ag.begin(), ph.ag.begin() + static_cast<std::ptrdiff_t>(j));
       for (std::size_t t = 0; t < rs.size(); ++t)
-        if (ph.ag[j + t] != rs[rs.size() - 1 - t])
-          throw bad("allgather tail does not mirror the reduce-scatter head");
+        if (ph.ag[j + t] != rs[rs.size() - 1 - t]) throw bad("allgather tail does not mirror the reduce-scatter head");
       break;
     }
     case collective::reduce_scatter:
@@ -260,7 +263,8 @@ constexpr ir::program lower_recursive(const schedule& s, const lower_request& q)
   if (s.fold) {
     if (q.coll != collective::allreduce) throw bad("folding is implemented for allreduce only");
     if (total >= P || 2 * total < P)
-      throw bad("folding needs a radix product (" + std::to_string(total) + ") below the number of ranks and at least half of it");
+      throw bad("folding needs a radix product (" + std::to_string(total) +
+                ") below the number of ranks and at least half of it");
     return lower_folded(rs, re, q, name);
   }
   if (total != P)
@@ -356,8 +360,7 @@ constexpr ir::program lower_recursive(const schedule& s, const lower_request& q)
 /// rn the smallest radix that reaches P.
 constexpr void check_cyclic_phase(const std::vector<int>& f, const std::vector<int>& phase, int P) {
   auto bad = [&](const std::string& why) {
-    return error(errc::invalid_factor_set,
-                 "cyclic shift " + join(f) + " for " + std::to_string(P) + " ranks: " + why);
+    return error(errc::invalid_factor_set, "cyclic shift " + join(f) + " for " + std::to_string(P) + " ranks: " + why);
   };
   if (phase.empty()) throw bad("the phase is empty");
   std::vector<int> head(phase.begin(), phase.end() - 1);
@@ -382,8 +385,7 @@ constexpr ir::program lower_cyclic(const schedule& s, const lower_request& q) {
   std::string name;  // for humans; not built during constant evaluation
   if (!std::is_constant_evaluated()) name = s.to_string();
   auto unsupported = [&](const std::string& why) {
-    return error(errc::unsupported, "cyclic shift " + join(f) + " for " + std::string(to_string(q.coll)) +
-                                        ": " + why);
+    return error(errc::unsupported, "cyclic shift " + join(f) + " for " + std::string(to_string(q.coll)) + ": " + why);
   };
   const std::size_t stride = q.block_stride == 0 ? q.count : q.block_stride;
   builder b = make_builder(q);
@@ -403,7 +405,8 @@ constexpr ir::program lower_cyclic(const schedule& s, const lower_request& q) {
           throw unsupported("an allreduce set is either all positive or a reduce-scatter mirrored by its allgather");
         check_cyclic_phase(f, ph.rs, P);
         const partition part(q.count, static_cast<std::size_t>(P), q.granule);
-        for (std::size_t j = 0; j < static_cast<std::size_t>(P); ++j) add_block(part.size(j), part.begin(j), part.begin(j));
+        for (std::size_t j = 0; j < static_cast<std::size_t>(P); ++j)
+          add_block(part.size(j), part.begin(j), part.begin(j));
         blocks.finish();
         cyclic_shift_lowering low(b, blocks);
         low.start_with_all_blocks();
@@ -490,7 +493,8 @@ constexpr ir::program lower_ring(const lower_request& q) {
       for (int j = 0; j < P; ++j)
         if (j != r)
           b.copy(r, ir::ref{ir::buffer::shm, r, copy + blk.prefix[static_cast<std::size_t>(j)]},
-                 ir::ref{ir::buffer::send, r, blk.send_at[static_cast<std::size_t>(j)]}, blk.len[static_cast<std::size_t>(j)]);
+                 ir::ref{ir::buffer::send, r, blk.send_at[static_cast<std::size_t>(j)]},
+                 blk.len[static_cast<std::size_t>(j)]);
       ready[static_cast<std::size_t>(r)] = b.publish(r);
     }
     for (int k = 0; k < P - 1; ++k) {
@@ -498,8 +502,10 @@ constexpr ir::program lower_ring(const lower_request& q) {
       for (int r = 0; r < P; ++r) {
         const int left = (r + P - 1) % P;
         const std::size_t j = block(r, k + 2);
-        const ir::ref sh = k == 0 ? ir::ref{ir::buffer::shm, left, copy + blk.prefix[j]} : shared[static_cast<std::size_t>(left)];
-        const ir::ref di = k == 0 ? ir::ref{ir::buffer::send, left, blk.send_at[j]} : direct[static_cast<std::size_t>(left)];
+        const ir::ref sh =
+            k == 0 ? ir::ref{ir::buffer::shm, left, copy + blk.prefix[j]} : shared[static_cast<std::size_t>(left)];
+        const ir::ref di =
+            k == 0 ? ir::ref{ir::buffer::send, left, blk.send_at[j]} : direct[static_cast<std::size_t>(left)];
         pulls.push_back(pull{r, left, sh, di, blk.len[j], ready[static_cast<std::size_t>(left)], j});
       }
       const auto got = b.fetch(pulls);
@@ -561,7 +567,8 @@ constexpr ir::program lower_tree(const schedule& s, const lower_request& q) {
   if (s.arity == 1 || s.arity < 0)
     throw error(errc::invalid_argument, "tree arity " + std::to_string(s.arity) + " must be 0 (binomial) or >= 2");
   if (s.roots < 1 || s.roots > P)
-    throw error(errc::invalid_argument, "tree roots " + std::to_string(s.roots) + " must be in [1, " + std::to_string(P) + "]");
+    throw error(errc::invalid_argument,
+                "tree roots " + std::to_string(s.roots) + " must be in [1, " + std::to_string(P) + "]");
   builder b = make_builder(q);
   const std::size_t stride = q.block_stride == 0 ? q.count : q.block_stride;
   positions pos;
@@ -573,14 +580,17 @@ constexpr ir::program lower_tree(const schedule& s, const lower_request& q) {
   if (q.coll == collective::reduce_scatter || q.coll == collective::allgather) {
     for (int j = 0; j < P; ++j) {
       const auto u = static_cast<std::size_t>(j);
-      add(q.count, q.coll == collective::reduce_scatter ? u * stride : 0, q.coll == collective::allgather ? u * stride : 0);
+      add(q.count, q.coll == collective::reduce_scatter ? u * stride : 0,
+          q.coll == collective::allgather ? u * stride : 0);
     }
     for (int g = 0; g < roots; ++g)
-      groups.push_back({g * P / roots, static_cast<std::size_t>(g * P / roots), static_cast<std::size_t>((g + 1) * P / roots)});
+      groups.push_back(
+          {g * P / roots, static_cast<std::size_t>(g * P / roots), static_cast<std::size_t>((g + 1) * P / roots)});
   } else {
     const partition part(q.count, static_cast<std::size_t>(roots), q.granule);
     for (int g = 0; g < roots; ++g) {
-      add(part.size(static_cast<std::size_t>(g)), part.begin(static_cast<std::size_t>(g)), part.begin(static_cast<std::size_t>(g)));
+      add(part.size(static_cast<std::size_t>(g)), part.begin(static_cast<std::size_t>(g)),
+          part.begin(static_cast<std::size_t>(g)));
       const int root = roots == 1 ? (q.coll == collective::allreduce ? 0 : q.root) : g * P / roots;
       groups.push_back({root, static_cast<std::size_t>(g), static_cast<std::size_t>(g + 1)});
     }

@@ -119,7 +119,8 @@ inline bool uniform_blocks(const std::vector<int>& node_of, int& per_node, int& 
   nodes = P / per_node;
   for (int r = 0; r < P; ++r)
     if (node_of[static_cast<std::size_t>(r)] != node_of[static_cast<std::size_t>(r - r % per_node)] ||
-        (r % per_node == 0 && r > 0 && node_of[static_cast<std::size_t>(r)] == node_of[static_cast<std::size_t>(r - 1)]))
+        (r % per_node == 0 && r > 0 &&
+         node_of[static_cast<std::size_t>(r)] == node_of[static_cast<std::size_t>(r - 1)]))
       return false;
   return true;
 }
@@ -156,8 +157,10 @@ inline schedule default_schedule(collective c, int P, std::size_t bytes, bool co
   switch (c) {
     case collective::allreduce:
       return L == 1 ? schedule::recursive(factor_set{N}) : schedule::recursive(factor_set{-L, N, L});
-    case collective::reduce_scatter: return L == 1 ? schedule::recursive(factor_set{-N}) : schedule::recursive(factor_set{-L, -N});
-    case collective::allgather: return L == 1 ? schedule::recursive(factor_set{N}) : schedule::recursive(factor_set{N, L});
+    case collective::reduce_scatter:
+      return L == 1 ? schedule::recursive(factor_set{-N}) : schedule::recursive(factor_set{-L, -N});
+    case collective::allgather:
+      return L == 1 ? schedule::recursive(factor_set{N}) : schedule::recursive(factor_set{N, L});
     default: return schedule::tree(0);
   }
 }

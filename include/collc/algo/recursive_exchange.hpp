@@ -43,8 +43,8 @@ struct holding {
   kind where = kind::user_send;
   std::size_t base = 0;  // shm: offset of position `lo`
   std::size_t lo = 0, hi = 0;
-  int ready = 0;         // signal index after which peers may read it
-  std::size_t copy_in = 0;   // user data: shm offset of position 0's copy (if copied in)
+  int ready = 0;            // signal index after which peers may read it
+  std::size_t copy_in = 0;  // user data: shm offset of position 0's copy (if copied in)
   bool copied_in = false;
 };
 
@@ -130,7 +130,8 @@ class recursive_exchange_lowering {
     std::size_t m = 0;
     for (auto n : pos_.len) m = std::max(m, n);
     const std::size_t region = b_.alloc_shm(m);
-    for (std::size_t k = 0; k < pulls.size(); ++k) emit_copy_run(pulls[k].consumer, pulls[k], got[k], false, region, pulls[k].first);
+    for (std::size_t k = 0; k < pulls.size(); ++k)
+      emit_copy_run(pulls[k].consumer, pulls[k], got[k], false, region, pulls[k].first);
     const holding root_had = hold_[idx(root)];
     for (int r = 0; r < P; ++r) {
       auto& h = hold_[idx(r)];

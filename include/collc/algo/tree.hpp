@@ -25,7 +25,7 @@
 namespace collc::algo::detail {
 
 struct tree_shape {
-  std::vector<int> parent;                 // -1 at the root
+  std::vector<int> parent;  // -1 at the root
   std::vector<int> depth;
   std::vector<std::vector<int>> children;  // in rank order
   int max_depth = 0;
@@ -95,7 +95,8 @@ class tree_lowering {
         h.shared = ir::ref{ir::buffer::shm, r, input + group_base(j)};
         if (par >= 0 && trees_[j].children[idx(r)].empty() && b_.same_node(par, r)) {
           for (std::size_t p = groups[j].p_lo; p < groups[j].p_hi; ++p)
-            b_.copy(r, ir::ref{ir::buffer::shm, r, input + group_base(j) + pos_.prefix[p] - pos_.prefix[groups[j].p_lo]},
+            b_.copy(r,
+                    ir::ref{ir::buffer::shm, r, input + group_base(j) + pos_.prefix[p] - pos_.prefix[groups[j].p_lo]},
                     ir::ref{ir::buffer::send, r, pos_.send_at[p]}, pos_.len[p]);
           copied[idx(r)] = true;
         }
@@ -132,7 +133,8 @@ class tree_lowering {
         std::size_t pull_at = node_first[k];
         bool own_done = false;
         auto add_own = [&] {
-          for (std::size_t p = g.p_lo; p < g.p_hi; ++p) in[p - g.p_lo].push_back(ir::ref{ir::buffer::send, r, pos_.send_at[p]});
+          for (std::size_t p = g.p_lo; p < g.p_hi; ++p)
+            in[p - g.p_lo].push_back(ir::ref{ir::buffer::send, r, pos_.send_at[p]});
           own_done = true;
         };
         for (int c : trees_[j].children[idx(r)]) {
@@ -150,8 +152,9 @@ class tree_lowering {
         if (!own_done) add_own();
         for (std::size_t p = g.p_lo; p < g.p_hi; ++p) {
           if (pos_.len[p] == 0) continue;
-          const ir::ref dst = to_recv ? ir::ref{ir::buffer::recv, r, pos_.recv_at[p]}
-                                      : ir::ref{ir::buffer::shm, r, partial + group_base(j) + pos_.prefix[p] - pos_.prefix[g.p_lo]};
+          const ir::ref dst =
+              to_recv ? ir::ref{ir::buffer::recv, r, pos_.recv_at[p]}
+                      : ir::ref{ir::buffer::shm, r, partial + group_base(j) + pos_.prefix[p] - pos_.prefix[g.p_lo]};
           b_.reduce_chain(r, dst, in[p - g.p_lo], pos_.len[p]);
         }
         auto& h = result_[j][idx(r)];
@@ -221,7 +224,8 @@ class tree_lowering {
       if (!writes(r) || result_[j][idx(r)].from_send) continue;
       for (std::size_t p = groups_[j].p_lo; p < groups_[j].p_hi; ++p)
         b_.copy(r, ir::ref{ir::buffer::recv, r, pos_.recv_at[p]},
-                ir::ref{result_[j][idx(r)].direct.buf, r, result_[j][idx(r)].direct.offset + pos_.prefix[p] - pos_.prefix[groups_[j].p_lo]},
+                ir::ref{result_[j][idx(r)].direct.buf, r,
+                        result_[j][idx(r)].direct.offset + pos_.prefix[p] - pos_.prefix[groups_[j].p_lo]},
                 pos_.len[p]);
     }
   }
@@ -236,8 +240,8 @@ class tree_lowering {
     auto& h = result_[0][idx(root)];
     const std::size_t copy = b_.alloc_shm(total_span());
     for (std::size_t p = 0; p < pos_.len.size(); ++p)
-      b_.copy(root, ir::ref{ir::buffer::shm, root, copy + pos_.prefix[p]}, ir::ref{ir::buffer::recv, root, pos_.recv_at[p]},
-              pos_.len[p]);
+      b_.copy(root, ir::ref{ir::buffer::shm, root, copy + pos_.prefix[p]},
+              ir::ref{ir::buffer::recv, root, pos_.recv_at[p]}, pos_.len[p]);
     h.shared = h.direct = ir::ref{ir::buffer::shm, root, copy};
     h.from_send = true;  // root's recv already holds the data
     h.ready = b_.publish(root);
@@ -262,7 +266,8 @@ class tree_lowering {
         ready = b_.publish(r);
       }
       if (pos_.len[p] != 0)
-        pulls.push_back(pull{root, r, ir::ref{ir::buffer::shm, r, input}, ir::ref{ir::buffer::send, r, 0}, pos_.len[p], ready, p});
+        pulls.push_back(
+            pull{root, r, ir::ref{ir::buffer::shm, r, input}, ir::ref{ir::buffer::send, r, 0}, pos_.len[p], ready, p});
     }
     const auto got = b_.fetch(pulls);
     const std::size_t all = b_.alloc_shm(total_span());
@@ -318,8 +323,8 @@ class tree_lowering {
       const ir::ref shared{h.shared.buf, from, h.shared.offset + off};
       const ir::ref direct = h.from_send && h.direct.buf == ir::buffer::send
                                  ? ir::ref{ir::buffer::send, from, pos_.send_at[p]}
-                                 : h.from_send ? ir::ref{ir::buffer::recv, from, pos_.recv_at[p]}
-                                               : ir::ref{h.direct.buf, from, h.direct.offset + off};
+                             : h.from_send ? ir::ref{ir::buffer::recv, from, pos_.recv_at[p]}
+                                           : ir::ref{h.direct.buf, from, h.direct.offset + off};
       if (pulls.size() > start) {
         auto& last = pulls.back();
         if (last.shared.offset + last.count == shared.offset && last.direct.buf == direct.buf &&

@@ -1,0 +1,195 @@
+#pragma once
+// collc show / collc verify: lower a schedule and print its per-rank program,
+// its data-flow graph, or the verifier's verdict.
+//
+//   collc show   --ranks 4 --factors=-2,-2,2,2 [--collective allreduce] [--algo recexch]
+//                [--count N] [--root R] [--ranks-per-node L] [--arity K] [--roots S]
+//                [--fold] [--op sum|matmul] [--dot FILE]
+//   collc verify (same options) [--in-place] [--executions E]
+#include <fmt/core.h>
+
+#include <charconv>
+#include <fstream>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include <collc/algo/presets.hpp>
+#include <collc/ir/text.hpp>
+#include <collc/ir/verify.hpp>
+
+namespace collc::tool {
+
+struct program_options {
+  int ranks = 0;
+  std::string factors;
+  bool factors_given = false;
+  algo::family fam = algo::family::recursive_exchange;
+  bool fam_given = false;
+  collective coll = collective::allreduce;
+  std::size_t count = 0;
+  bool count_given = false;
+  int root = 0;
+  int ranks_per_node = 0;
+  int arity = 2;
+  int roots = 1;
+  bool fold = false;
+  bool commutative = true;  // --op sum (default) or a non-commutative op
+  bool in_place = false;
+  int executions = 2;
+  std::string dot;
+};
+
+inline long long parse_integer(std::string_view flag, std::string_view text, long long lo, long long hi) {
+  long long v = 0;
+  const auto* end = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (ec != std::errc{} || ptr != end || v < lo || v > hi)
+    throw error(errc::invalid_argument, fmt::format("{} expects an integer in [{}, {}], got '{}'", flag, lo, hi, text));
+  return v;
+}
+
+inline program_options parse_program_options(std::span<const std::string_view> args) {
+  program_options o;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string_view a = args[i], value;
+    bool has_value = false;
+    if (const auto eq = a.find('='); a.starts_with("--") && eq != std::string_view::npos) {
+      value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      has_value = true;
+    }
+    auto next = [&]() -> std::string_view {
+      if (has_value) return value;
+      if (i + 1 >= args.size()) throw error(errc::invalid_argument, fmt::format("{} needs a value", a));
+      return args[++i];
+    };
+    if (a == "--ranks") {
+      o.ranks = static_cast<int>(parse_integer(a, next(), 1, 1 << 16));
+    } else if (a == "--factors") {
+      o.factors = std::string(next());
+      o.factors_given = true;
+    } else if (a == "--algo") {
+      const auto v = next();
+      if (v == "recexch")
+        o.fam = algo::family::recursive_exchange;
+      else if (v == "cyclic")
+        o.fam = algo::family::cyclic_shift;
+      else if (v == "tree")
+        o.fam = algo::family::tree;
+      else if (v == "copyin")
+        o.fam = algo::family::copy_in;
+      else
+        throw error(errc::invalid_argument, fmt::format("--algo must be recexch, cyclic, tree or copyin, got '{}'", v));
+      o.fam_given = true;
+    } else if (a == "--collective") {
+      const auto v = next();
+      bool found = false;
+      for (auto c : {collective::allreduce, collective::reduce_scatter, collective::allgather, collective::reduce,
+                     collective::bcast})
+        if (v == to_string(c)) o.coll = c, found = true;
+      if (!found)
+        throw error(
+            errc::invalid_argument,
+            fmt::format("--collective must be allreduce, reduce_scatter, allgather, reduce or bcast, got '{}'", v));
+    } else if (a == "--count") {
+      o.count = static_cast<std::size_t>(parse_integer(a, next(), 0, 1LL << 40));
+      o.count_given = true;
+    } else if (a == "--root") {
+      o.root = static_cast<int>(parse_integer(a, next(), 0, 1 << 16));
+    } else if (a == "--ranks-per-node") {
+      o.ranks_per_node = static_cast<int>(parse_integer(a, next(), 1, 1 << 16));
+    } else if (a == "--arity") {
+      o.arity = static_cast<int>(parse_integer(a, next(), 0, 1 << 16));
+    } else if (a == "--roots") {
+      o.roots = static_cast<int>(parse_integer(a, next(), 1, 1 << 16));
+    } else if (a == "--fold") {
+      o.fold = true;
+    } else if (a == "--op") {
+      const auto v = next();
+      if (v == "sum" || v == "prod" || v == "min" || v == "max")
+        o.commutative = true;
+      else if (v == "matmul" || v == "noncommutative")
+        o.commutative = false;
+      else
+        throw error(errc::invalid_argument,
+                    fmt::format("--op must be sum, prod, min, max or matmul (non-commutative), got '{}'", v));
+    } else if (a == "--in-place") {
+      o.in_place = true;
+    } else if (a == "--executions") {
+      o.executions = static_cast<int>(parse_integer(a, next(), 1, 16));
+    } else if (a == "--dot") {
+      o.dot = std::string(next());
+    } else {
+      throw error(errc::invalid_argument, fmt::format("unknown option '{}'", args[i]));
+    }
+  }
+  if (o.ranks == 0) throw error(errc::invalid_argument, "--ranks P is required");
+  if (o.root >= o.ranks)
+    throw error(errc::invalid_argument, fmt::format("--root {} is not a rank of {}", o.root, o.ranks));
+  if (!o.count_given) o.count = static_cast<std::size_t>(o.ranks) * 2;
+  return o;
+}
+
+inline algo::schedule schedule_of(const program_options& o) {
+  switch (o.fam) {
+    case algo::family::tree: return algo::schedule::tree(o.arity, o.roots);
+    case algo::family::copy_in: return algo::schedule::copy_in();
+    case algo::family::cyclic_shift:
+      if (!o.factors_given) return algo::schedule::ring();
+      return algo::schedule::cyclic(factor_set::parse(o.factors));
+    case algo::family::recursive_exchange:
+      if (!o.factors_given) return algo::default_schedule(o.coll, o.ranks, o.count * sizeof(double), o.commutative);
+      return algo::schedule::recursive(factor_set::parse(o.factors), o.fold);
+  }
+  return {};
+}
+
+inline ir::program lower_from(const program_options& o) {
+  algo::lower_request q{.coll = o.coll, .ranks = o.ranks, .count = o.count, .root = o.root};
+  if (o.ranks_per_node > 0)
+    for (int r = 0; r < o.ranks; ++r) q.node_of.push_back(r / o.ranks_per_node);
+  const auto s = schedule_of(o);
+  auto prog = algo::lower(s, q);
+  if (prog.commutative_only && !o.commutative)
+    throw error(errc::not_commutative,
+                fmt::format("{} combines operands out of rank order and needs a commutative operator; the "
+                            "non-commutative op must use recursive exchange, tree or copy-in",
+                            s.to_string()));
+  return prog;
+}
+
+inline void write_dot(const program_options& o, const ir::program& p) {
+  if (o.dot.empty()) return;
+  std::ofstream out(o.dot);
+  out << ir::to_dot(p);
+  if (!out) throw error(errc::io_error, fmt::format("cannot write '{}'", o.dot));
+  fmt::print(stderr, "wrote {}\n", o.dot);
+}
+
+inline int run_show(std::span<const std::string_view> args) {
+  const auto o = parse_program_options(args);
+  const auto p = lower_from(o);
+  fmt::print("{}", ir::to_text(p));
+  write_dot(o, p);
+  return 0;
+}
+
+inline int run_verify(std::span<const std::string_view> args) {
+  const auto o = parse_program_options(args);
+  const auto p = lower_from(o);
+  std::size_t instructions = 0;
+  for (const auto& c : p.code) instructions += c.size();
+  const auto v = ir::verify(p, {.commutative = o.commutative, .executions = o.executions, .in_place = o.in_place});
+  const std::string proved = o.commutative
+                                 ? "each contribution once, identical results on all ranks, no race, no deadlock"
+                                 : "each contribution once in rank order, identical results on all ranks, "
+                                   "no race, no deadlock";
+  fmt::print("{} {} on {} ranks, {} elements, {} instructions, {} executions{}: {}\n", p.name, to_string(p.coll),
+             p.ranks, p.count, instructions, o.executions, o.in_place ? ", in place" : "",
+             v ? "verified (" + proved + ")" : "FAILED: " + v.to_string());
+  write_dot(o, p);
+  return v ? 0 : 1;
+}
+
+}  // namespace collc::tool
