@@ -1,0 +1,20 @@
+# Installs collc from BUILD into a fresh PREFIX, then configures and builds
+# the consumer project against it with find_package(collc CONFIG).
+file(REMOVE_RECURSE ${PREFIX} ${CONSUMER_BUILD})
+execute_process(COMMAND ${CMAKE_COMMAND} --install ${BUILD} --prefix ${PREFIX} RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "cmake --install failed")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${SOURCE} -B ${CONSUMER_BUILD} -G Ninja -DCMAKE_PREFIX_PATH=${PREFIX}
+                RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "configuring the consumer against the installed collc failed")
+endif()
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${CONSUMER_BUILD} RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "building the consumer failed")
+endif()
+execute_process(COMMAND ${CONSUMER_BUILD}/consumer_core RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "consumer_core failed")
+endif()
