@@ -27,7 +27,8 @@ inline std::uint64_t parse_count_arg(std::string_view what, std::string_view tex
   const auto* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, v);
   if (text.empty() || ec != std::errc{} || ptr != end)
-    throw error(errc::invalid_argument, std::string(what) + " '" + std::string(text) + "' is not a non-negative integer");
+    throw error(errc::invalid_argument,
+                std::string(what) + " '" + std::string(text) + "' is not a non-negative integer");
   return v;
 }
 
@@ -67,13 +68,14 @@ int factors_command(std::span<const std::string_view> args, Out&& out) {
     } else if (!a.empty() && a.front() == '-') {
       throw error(errc::invalid_argument, "unknown option '" + std::string(a) + "'");
     } else if (ranks) {
-      throw error(errc::invalid_argument, "unexpected argument '" + std::string(a) + "' (P is already " +
-                                              std::to_string(*ranks) + ")");
+      throw error(errc::invalid_argument,
+                  "unexpected argument '" + std::string(a) + "' (P is already " + std::to_string(*ranks) + ")");
     } else {
       ranks = parse_count_arg("P", a);
     }
   }
-  if (!ranks) throw error(errc::invalid_argument, "missing P (usage: collc factors P [--kind ..] [--list] [--limit N])");
+  if (!ranks)
+    throw error(errc::invalid_argument, "missing P (usage: collc factors P [--kind ..] [--list] [--limit N])");
   const std::uint64_t p = *ranks;
   if (p < 1) throw error(errc::invalid_argument, "P must be at least 1, got 0");
   if (want_cyclic && p > collc::cyclic_count_limit)

@@ -9,6 +9,7 @@
 
 #include <collc/error.hpp>
 
+#include "cmd_cost.hpp"
 #include "cmd_factors.hpp"
 
 #include "cmd_program.hpp"
@@ -28,6 +29,7 @@ constexpr command commands[] = {
     {"show", "print each rank's program for a schedule (--dot FILE: Graphviz data flow)", collc::tool::run_show},
     {"verify", "lower a schedule and verify it (operand order, identical results, races, deadlock)",
      collc::tool::run_verify},
+    {"cost", "predicted time of every schedule family (alpha-beta-gamma model), fastest first", collc::tool::run_cost},
 };
 
 int usage(std::FILE* out) {
