@@ -57,8 +57,8 @@ inline double parse_positive_double(std::string_view flag, std::string_view text
   const auto* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, v);
   if (text.empty() || ec != std::errc{} || ptr != end || !std::isfinite(v) || v < 0 || (!allow_zero && v == 0))
-    throw error(errc::invalid_argument, fmt::format("{} expects a {} number, got '{}'", flag,
-                                                    allow_zero ? "non-negative" : "positive", text));
+    throw error(errc::invalid_argument,
+                fmt::format("{} expects a {} number, got '{}'", flag, allow_zero ? "non-negative" : "positive", text));
   return v;
 }
 
@@ -208,8 +208,7 @@ inline best_schedule best_cyclic(const cost_options& o) {
   best_schedule best;
   const int P = o.ranks;
   const bool reducing = reduces(o.coll);
-  if (P < 2 || o.coll == collective::reduce || o.coll == collective::bcast || (reducing && !o.commutative))
-    return best;
+  if (P < 2 || o.coll == collective::reduce || o.coll == collective::bcast || (reducing && !o.commutative)) return best;
   const bool mirrored_ok = o.coll != collective::allreduce ||
                            static_cast<double>(o.bytes) / P >= static_cast<double>(algo::detail::cost_granule);
   auto consider = [&](const std::vector<int>& phase) {
@@ -290,8 +289,8 @@ inline std::vector<cost_row> cost_table(const cost_options& o, best_schedule* re
         }
         break;
     }
-    const bool ring_ok = (o.commutative || !reduces(o.coll)) && o.coll != collective::reduce &&
-                         o.coll != collective::bcast;
+    const bool ring_ok =
+        (o.commutative || !reduces(o.coll)) && o.coll != collective::reduce && o.coll != collective::bcast;
     if (ring_ok) add("ring", algo::schedule::ring());
     add("binomial tree", algo::schedule::tree(0));
   }
@@ -308,7 +307,8 @@ inline std::vector<cost_row> cost_table(const cost_options& o, best_schedule* re
     if (rec_out) *rec_out = rec;
     if (cyc_out) *cyc_out = cyc;
   }
-  std::stable_sort(rows.begin(), rows.end(), [](const cost_row& a, const cost_row& b) { return a.seconds < b.seconds; });
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const cost_row& a, const cost_row& b) { return a.seconds < b.seconds; });
   return rows;
 }
 
@@ -334,10 +334,11 @@ inline int run_cost(std::span<const std::string_view> args) {
   const auto& m = o.model;
   fmt::print("{} of {} bytes on {} ranks ({} per node, {} nodes)\n", to_string(o.coll), o.bytes, o.ranks, L,
              (o.ranks + L - 1) / L);
-  fmt::print("model: alpha_net {}, beta_net {:.3g} GB/s, alpha_sync {}, beta_copy {:.3g} GB/s, gamma {:.3g} GB/s, "
-             "shm {:.3g} GB/s per node\n",
-             format_seconds(m.alpha_net), 1e-9 / m.beta_net, format_seconds(m.alpha_sync), 1e-9 / m.beta_copy,
-             1e-9 / m.gamma, m.shm_bandwidth * 1e-9);
+  fmt::print(
+      "model: alpha_net {}, beta_net {:.3g} GB/s, alpha_sync {}, beta_copy {:.3g} GB/s, gamma {:.3g} GB/s, "
+      "shm {:.3g} GB/s per node\n",
+      format_seconds(m.alpha_net), 1e-9 / m.beta_net, format_seconds(m.alpha_sync), 1e-9 / m.beta_copy, 1e-9 / m.gamma,
+      m.shm_bandwidth * 1e-9);
   std::size_t w = 8;
   for (const auto& r : rows) w = std::max(w, r.sched.to_string().size());
   fmt::print("  {:<24} {:<{}} {:>12}\n", "family", "schedule", w, "predicted");

@@ -13,6 +13,8 @@
 #include "cmd_factors.hpp"
 
 #include "cmd_program.hpp"
+#include "cmd_select.hpp"
+#include "cmd_wisdom.hpp"
 
 namespace {
 
@@ -30,6 +32,10 @@ constexpr command commands[] = {
     {"verify", "lower a schedule and verify it (operand order, identical results, races, deadlock)",
      collc::tool::run_verify},
     {"cost", "predicted time of every schedule family (alpha-beta-gamma model), fastest first", collc::tool::run_cost},
+    {"select", "rank schedules for a node (--topology \"pack:2 numa:4 core:16 pu:1\" --ranks P --bytes N)",
+     collc::tool::run_select},
+    {"wisdom", "show or clear the wisdom file (show|clear [--file PATH], default $COLLC_WISDOM)",
+     collc::tool::run_wisdom},
 };
 
 int usage(std::FILE* out) {

@@ -1,0 +1,194 @@
+#pragma once
+// collc select: what the default selection picks, and why.
+//
+//   collc select --topology "pack:2 numa:4 core:16 pu:1" --ranks 128 --bytes 1M
+//   collc select --topology "pack:4 core:72 pu:1" --ranks 288 --bytes 1M [--top 10]
+//   collc select --ranks 8 --sweep                   # 8 B .. 16 MiB, one line per size
+//     [--collective allreduce|reduce_scatter|allgather|reduce|bcast] [--op sum|matmul]
+//     [--ranks-per-node L] [--tolerance 0.1] [--chunk-bytes 256K]
+//
+// Without --topology the node is this machine (hwloc, when collc was built
+// with it); without hwloc the node is flat. Ranks are assumed bound
+// compactly (rank i on PU i; more ranks than PUs share them in blocks), all
+// on one node unless --ranks-per-node splits them into nodes.
+#include <fmt/core.h>
+
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <collc/algo/select.hpp>
+#include <collc/error.hpp>
+#include <collc/topology.hpp>
+#if COLLC_HAS_HWLOC
+#include <collc/backend/hwloc/topology.hpp>
+#endif
+
+namespace collc::tool {
+
+/// "1M", "64K", "512", "2G" (powers of 1024; a trailing B or iB is allowed).
+inline std::size_t parse_bytes(std::string_view flag, std::string_view text) {
+  std::string t(text);
+  std::size_t mul = 1;
+  auto strip = [&](std::string_view suffix) {
+    if (t.size() > suffix.size() && std::string_view(t).ends_with(suffix)) {
+      t.resize(t.size() - suffix.size());
+      return true;
+    }
+    return false;
+  };
+  if (!strip("iB")) strip("B");
+  if (strip("K") || strip("k")) mul = std::size_t{1} << 10;
+  else if (strip("M")) mul = std::size_t{1} << 20;
+  else if (strip("G")) mul = std::size_t{1} << 30;
+  std::size_t v = 0;
+  const auto* end = t.data() + t.size();
+  auto [ptr, ec] = std::from_chars(t.data(), end, v);
+  if (t.empty() || ec != std::errc{} || ptr != end || v > (std::size_t{1} << 40) / mul)
+    throw error(errc::invalid_argument,
+                fmt::format("{} expects a byte count like 4096, 64K or 1M (at most 1T), got '{}'", flag, text));
+  return v * mul;
+}
+
+inline std::string bytes_text(std::size_t b) {
+  if (b >= (std::size_t{1} << 20) && b % (std::size_t{1} << 20) == 0) return fmt::format("{} MiB", b >> 20);
+  if (b >= 1024 && b % 1024 == 0) return fmt::format("{} KiB", b >> 10);
+  return fmt::format("{} B", b);
+}
+
+inline int run_select(std::span<const std::string_view> args) {
+  std::string topology;
+  bool topology_given = false, sweep = false, commutative = true;
+  int ranks = 0, ranks_per_node = 0, top = 5;
+  std::size_t bytes = 8;
+  collective coll = collective::allreduce;
+  algo::select_options opt;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string_view a = args[i], value;
+    bool has_value = false;
+    if (const auto eq = a.find('='); a.starts_with("--") && eq != std::string_view::npos) {
+      value = a.substr(eq + 1);
+      a = a.substr(0, eq);
+      has_value = true;
+    }
+    auto next = [&]() -> std::string_view {
+      if (has_value) return value;
+      if (i + 1 >= args.size()) throw error(errc::invalid_argument, fmt::format("{} needs a value", a));
+      return args[++i];
+    };
+    if (a == "--topology") {
+      topology = std::string(next());
+      topology_given = true;
+    } else if (a == "--ranks") {
+      ranks = static_cast<int>(parse_integer(a, next(), 1, 1 << 16));
+    } else if (a == "--ranks-per-node") {
+      ranks_per_node = static_cast<int>(parse_integer(a, next(), 1, 1 << 16));
+    } else if (a == "--bytes") {
+      bytes = parse_bytes(a, next());
+    } else if (a == "--chunk-bytes") {
+      opt.chunk_bytes = parse_bytes(a, next());
+      if (opt.chunk_bytes < 64) throw error(errc::invalid_argument, "--chunk-bytes must be at least 64");
+    } else if (a == "--top") {
+      top = static_cast<int>(parse_integer(a, next(), 1, 1000));
+    } else if (a == "--tolerance") {
+      const std::string v(next());
+      char* end = nullptr;
+      opt.tie_tolerance = std::strtod(v.c_str(), &end);
+      if (v.empty() || *end != '\0' || !(opt.tie_tolerance >= 0) || opt.tie_tolerance > 10)
+        throw error(errc::invalid_argument, fmt::format("--tolerance expects a number in [0, 10], got '{}'", v));
+    } else if (a == "--sweep") {
+      sweep = true;
+    } else if (a == "--collective") {
+      const auto v = next();
+      bool found = false;
+      for (auto c : {collective::allreduce, collective::reduce_scatter, collective::allgather, collective::reduce,
+                     collective::bcast})
+        if (v == to_string(c)) coll = c, found = true;
+      if (!found)
+        throw error(errc::invalid_argument,
+                    fmt::format("--collective must be allreduce, reduce_scatter, allgather, reduce or bcast, got '{}'",
+                                v));
+    } else if (a == "--op") {
+      const auto v = next();
+      if (v == "sum" || v == "prod" || v == "min" || v == "max") commutative = true;
+      else if (v == "matmul" || v == "noncommutative") commutative = false;
+      else
+        throw error(errc::invalid_argument,
+                    fmt::format("--op must be sum, prod, min, max or matmul (non-commutative), got '{}'", v));
+    } else {
+      throw error(errc::invalid_argument, fmt::format("unknown option '{}'", args[i]));
+    }
+  }
+  if (ranks == 0) throw error(errc::invalid_argument, "--ranks P is required");
+
+  node_topology node;
+  std::string source;
+#if COLLC_HAS_HWLOC
+  if (topology_given) {
+    node = hwloc::read_synthetic(topology);
+    source = "hwloc synthetic";
+  } else {
+    node = hwloc::read_node();
+    source = "this machine (hwloc)";
+  }
+#else
+  if (topology_given) {
+    node = node_topology::synthetic(topology);
+    source = "synthetic (collc's parser; built without hwloc)";
+  } else {
+    node = node_topology::flat(ranks);
+    source = "flat (built without hwloc)";
+  }
+#endif
+  const int L = ranks_per_node == 0 ? ranks : ranks_per_node;
+  if (ranks % L != 0)
+    throw error(errc::invalid_argument,
+                fmt::format("{} ranks do not fill nodes of {} ranks; give --ranks-per-node", ranks, L));
+  const int N = ranks / L;
+  std::vector<int> node_of;
+  if (N > 1)
+    for (int r = 0; r < ranks; ++r) node_of.push_back(r / L);
+
+  fmt::print("node: {} ({} PUs; {})\n", node.describe(), node.pus(), source);
+  std::string hierarchy;
+  int prev = 1;
+  for (const auto& [kind, size] : node.rank_blocks(L)) {
+    hierarchy += fmt::format("{}{} x{}", hierarchy.empty() ? "" : " < ", kind, size / prev);
+    prev = size;
+  }
+  std::string radices;
+  for (int r : node.rank_radices(L)) radices += (radices.empty() ? "" : ",") + std::to_string(r);
+  fmt::print("ranks: {} = {} node(s) x {} (bound compactly); rank-order hierarchy: {} -> radices {{{}}}\n", ranks, N, L,
+             hierarchy.empty() ? "none" : hierarchy, radices);
+  fmt::print("{}, {} operator\n", to_string(coll), commutative ? "commutative" : "non-commutative");
+
+  if (sweep) {
+    fmt::print("{:>10}  {:<36} {:>14}\n", "bytes", "chosen", "predicted us");
+    for (std::size_t b = 8; b <= (std::size_t{16} << 20); b *= 2) {
+      const auto k = algo::candidates(coll, ranks, b, commutative, node_of, node, opt);
+      if (k.empty()) continue;
+      fmt::print("{:>10}  {:<36} {:>14.2f}{}\n", bytes_text(b), k.front().sched.to_string(), k.front().seconds * 1e6,
+                 k.front().aligned ? "  (aligned)" : "");
+    }
+    return 0;
+  }
+  const auto k = algo::candidates(coll, ranks, bytes, commutative, node_of, node, opt);
+  if (k.empty()) throw error(errc::unsupported, "no candidate schedule");
+  fmt::print("{} per rank{}: chosen {}\n", bytes_text(bytes),
+             (coll == collective::reduce_scatter || coll == collective::allgather) ? " (per block)" : "",
+             k.front().sched.to_string());
+  fmt::print("{:>3}  {:<36} {:>14}  {:<7} {}\n", "#", "schedule", "predicted us", "aligned",
+             "bytes crossing (outermost first)");
+  for (int i = 0; i < top && i < static_cast<int>(k.size()); ++i) {
+    const auto& c = k[static_cast<std::size_t>(i)];
+    std::string cross;
+    for (double x : c.crossing) cross += fmt::format("{}{:.3g}", cross.empty() ? "" : " ", x);
+    fmt::print("{:>3}  {:<36} {:>14.2f}{} {:<7} {}\n", i + 1, c.sched.to_string(), c.seconds * 1e6,
+               c.refined ? "*" : " ", c.aligned ? "yes" : "", cross);
+  }
+  fmt::print("(* costed on the lowered program; others by the closed form)\n");
+  return 0;
+}
+
+}  // namespace collc::tool
