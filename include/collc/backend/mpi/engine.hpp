@@ -1,0 +1,759 @@
+#pragma once
+/// \file
+/// The type-erased core of an MPI plan: setup (registry, placement, signature
+/// agreement, chunk choice, segment, binding) and execution (the chunk
+/// pipeline and the bytecode interpreter, the only part templated on T and
+/// Op). collc::plan<T, Op> (plan.hpp) is a thin typed handle around it.
+///
+/// Node segment: one MPI_Win_allocate_shared window per plan on the node
+/// communicator; rank l's slot is [flags x 64-byte lines][shm data]. Flags
+/// count signals since the plan was built and only grow; a wait's target is
+///   base(l, f) + value,  base = signals of l on f in all earlier executions,
+/// which is the epoch * signals_per_execution + value rule of ir/program.hpp
+/// (and stays right if chunk and tail programs signal differently, see
+/// transition()). Open MPI (osc/sm: backing file unlinked once mapped) and
+/// MPICH (SysV segment marked for removal once attached) leave nothing
+/// behind when a rank is killed, which tests/mpi/kill_check.cmake checks, so
+/// the window is used as is.
+///
+/// Large messages: lowering is asked for a chunk of C elements (per rank, or
+/// per block for reduce_scatter / allgather) with C chosen so that shm and
+/// scratch of one rank stay within options.chunk_bytes; a call runs the
+/// chunk program for chunks 0, 1, ... and a tail program for the remainder,
+/// each run one execution, with the user pointers advanced by the chunk base.
+///
+/// Waiting: spin (cpu pause) for a bounded number of polls, then yield the
+/// core between polls so oversubscribed nodes progress. After the spin, about
+/// every millisecond a waiter looks at the registry (mismatch, failed peer)
+/// and at the clock (timeout).
+#include <collc/backend/mpi/binder.hpp>
+#include <collc/backend/mpi/handles.hpp>
+#include <collc/backend/mpi/options.hpp>
+#include <collc/backend/mpi/registry.hpp>
+#include <collc/backend/mpi/topology.hpp>
+#include <collc/error.hpp>
+#include <collc/ir/program.hpp>
+#include <collc/ops.hpp>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <new>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace collc::detail {
+
+/// What a plan computes, independent of the schedule: the part of the
+/// signature every rank must agree on.
+struct plan_shape {
+  collective coll = collective::allreduce;
+  std::size_t count = 0;  ///< MPI meaning (per block for reduce_scatter / allgather)
+  int root = 0;           ///< communicator rank (reduce / bcast)
+  std::size_t elem_size = 1;
+  std::string type_name;
+  std::string op_name;
+  bool commutative = true;
+  std::string schedule;  ///< the requested schedule, "default" for the selector's choice
+};
+
+/// One lowering request, in program ranks.
+struct chunk_request {
+  int ranks = 1;
+  std::size_t count = 0;
+  std::size_t block_stride = 0;
+  std::size_t granule = 1;
+  int root = 0;  ///< program rank
+  std::vector<int> node_of;
+};
+
+using lower_fn = std::function<ir::program(const chunk_request&)>;
+
+/// Private memory aligned to a cache line.
+class aligned_bytes {
+ public:
+  aligned_bytes() = default;
+  explicit aligned_bytes(std::size_t n)
+      : p_(n == 0 ? nullptr : static_cast<std::byte*>(::operator new (n, std::align_val_t{64}))) {}
+  aligned_bytes(aligned_bytes&& o) noexcept : p_(std::exchange(o.p_, nullptr)) {}
+  aligned_bytes& operator=(aligned_bytes&& o) noexcept {
+    std::swap(p_, o.p_);
+    return *this;
+  }
+  ~aligned_bytes() {
+    if (p_) ::operator delete (p_, std::align_val_t{64});
+  }
+  [[nodiscard]] std::byte* get() const noexcept { return p_; }
+
+ private:
+  std::byte* p_ = nullptr;
+};
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+inline std::uint64_t fnv1a(std::string_view s) noexcept {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+/// "0-2,5,7" for a sorted list of ranks.
+inline std::string rank_list(const std::vector<int>& r) {
+  std::string s;
+  for (std::size_t i = 0; i < r.size();) {
+    std::size_t j = i;
+    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
+    if (!s.empty()) s += ",";
+    s += std::to_string(r[i]);
+    if (j > i) s += "-" + std::to_string(r[j]);
+    i = j + 1;
+  }
+  return (r.size() == 1 ? "rank " : "ranks ") + s;
+}
+
+/// The element kernels the interpreter runs for copy and reduce: inline on
+/// the calling thread. Another backend passes an object with the same three
+/// members to run them elsewhere (backend/kokkos: kernels on an execution
+/// space); `sync()` is called wherever the results of earlier kernels must be
+/// complete: before a signal, a send or a recv, and at the end of each
+/// execution (before the staging copy-out and the next execution).
+struct host_kernels {
+  template <class T>
+  void copy(T* dst, const T* src, std::size_t n) const {
+    copy_elems(dst, src, n);
+  }
+  template <class T, class Op>
+  void reduce(T* dst, const T* a, const T* b, std::size_t n, const Op& op) const {
+    reduce_into(dst, a, b, n, op);
+  }
+  void sync() const noexcept {}
+};
+
+class engine {
+ public:
+  /// Setup part 1, collective over `comm`: registry, placement, and agreement
+  /// of every rank on the plan's signature (throws errc::mismatch on every
+  /// rank, naming which ranks differ and how, if they do not agree).
+  engine(MPI_Comm comm, plan_shape shape, const resolved_options& opt) : shape_(std::move(shape)), opt_(opt) {
+    int initialized = 0;
+    COLLC_MPI_CHECK(MPI_Initialized(&initialized));
+    if (!initialized) throw error(errc::invalid_argument, "MPI is not initialized");
+    if (comm == MPI_COMM_NULL) throw error(errc::invalid_argument, "communicator is MPI_COMM_NULL");
+    int inter = 0;
+    COLLC_MPI_CHECK(MPI_Comm_test_inter(comm, &inter));
+    if (inter) throw error(errc::unsupported, "intercommunicators are not supported");
+    COLLC_MPI_CHECK(MPI_Comm_rank(comm, &rank_));
+    COLLC_MPI_CHECK(MPI_Comm_size(comm, &size_));
+    reg_ = registry_for(comm);
+    COLLC_MPI_CHECK(MPI_Comm_dup(comm, comm_.out()));
+    const bool order_sensitive = reduces(shape_.coll) && !shape_.commutative;
+    map_ = make_placement(node_keys(reg_->physical_leaders(), opt_.ranks_per_node, opt_.place), order_sensitive);
+    prog_rank_ = map_.prog_of_comm[static_cast<std::size_t>(rank_)];
+    node_id_ = map_.node_of[static_cast<std::size_t>(prog_rank_)];
+    node_first_ = map_.node_first(node_id_);
+    node_size_ = map_.node_size(node_id_);
+    agree();
+    // After agreement, so that every rank throws alike.
+    if ((shape_.coll == collective::reduce || shape_.coll == collective::bcast) &&
+        (shape_.root < 0 || shape_.root >= size_))
+      throw error(errc::invalid_argument, "root " + std::to_string(shape_.root) +
+                                              " is not a rank of the communicator (size " + std::to_string(size_) +
+                                              ")");
+    const bool blocked = shape_.coll == collective::reduce_scatter || shape_.coll == collective::allgather;
+    const std::size_t blocks = blocked ? static_cast<std::size_t>(size_) : 1;
+    if (shape_.elem_size == 0 || shape_.count > SIZE_MAX / blocks / shape_.elem_size)
+      throw error(errc::overflow, "count " + std::to_string(shape_.count) + " x " + std::to_string(blocks) +
+                                      " blocks of " + std::to_string(shape_.elem_size) + "-byte elements overflows");
+  }
+
+  engine(const engine&) = delete;
+  engine& operator=(const engine&) = delete;
+
+  /// Collective over the node (MPI_Win_free): every rank destroys its plans
+  /// in the same order, as with MPI_Comm_free.
+  ~engine() {
+    reg_->plan_names.erase(plan_id_);
+    if (mpi_finalized()) return;  // too late to free MPI objects; the process is ending
+    for (auto& p : progs_)
+      for (auto& t : p.transfers) {
+        if (t.request == MPI_REQUEST_NULL) continue;
+        if (t.active && !t.is_send) {
+          MPI_Cancel(&t.request);
+        }
+        MPI_Request_free(&t.request);
+      }
+    win_.reset();
+    node_comm_.reset();
+    comm_.reset();
+  }
+
+  // --- what the typed plan and the tests ask --------------------------------
+
+  [[nodiscard]] const placement_map& placement() const noexcept { return map_; }
+  [[nodiscard]] int program_rank() const noexcept { return prog_rank_; }
+  [[nodiscard]] int rank() const noexcept { return rank_; }
+  [[nodiscard]] int size() const noexcept { return size_; }
+  [[nodiscard]] const plan_shape& shape() const noexcept { return shape_; }
+  [[nodiscard]] const resolved_options& options() const noexcept { return opt_; }
+  [[nodiscard]] int id() const noexcept { return plan_id_; }
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  [[nodiscard]] bool active() const noexcept { return active_; }
+  [[nodiscard]] bool failed() const noexcept { return failed_; }
+  /// Like MPI_Start / MPI_Wait: a started call stays pending until wait()
+  /// (or a successful test()) acknowledges it, even if it already completed.
+  [[nodiscard]] bool pending() const noexcept { return pending_; }
+  void acknowledge() noexcept { pending_ = false; }
+  [[nodiscard]] std::size_t chunk_count() const noexcept { return chunk_; }
+  [[nodiscard]] std::size_t executions_per_call() const noexcept { return executions_per_call_; }
+  [[nodiscard]] std::uint64_t epoch() const noexcept { return epoch_; }
+  /// Bytes of the node segment slot (flags + shm) and of the scratch of this rank.
+  [[nodiscard]] std::size_t shm_bytes() const noexcept { return slot_bytes_; }
+  [[nodiscard]] std::size_t scratch_bytes() const noexcept { return scratch_bytes_; }
+  [[nodiscard]] std::size_t stage_bytes() const noexcept { return stage_bytes_; }
+  [[nodiscard]] const std::vector<ir::program>& programs() const noexcept { return lowered_; }
+  [[nodiscard]] bool sends_messages() const noexcept { return has_messages_; }
+
+  /// Setup part 2, collective: lowers (chunk and tail), allocates the node
+  /// segment, binds. `lower` is called only here, identically on every rank.
+  void build(const lower_fn& lower) {
+    const std::size_t elem = shape_.elem_size;
+    const std::size_t N = shape_.count;
+    const bool blocked = shape_.coll == collective::reduce_scatter || shape_.coll == collective::allgather;
+    chunk_request q;
+    q.ranks = size_;
+    q.granule = elem <= 64 && 64 % elem == 0 ? 64 / elem : 1;
+    q.root = (shape_.coll == collective::reduce || shape_.coll == collective::bcast)
+                 ? map_.prog_of_comm[static_cast<std::size_t>(shape_.root)]
+                 : 0;
+    if (map_.nodes > 1) q.node_of = map_.node_of;
+    if (N > 0) {
+      // Chunk: start from the bound, shrink until shm and scratch fit in it.
+      const std::size_t per = blocked ? static_cast<std::size_t>(size_) : 1;
+      std::size_t c = std::max(q.granule, opt_.chunk_bytes / elem / per / q.granule * q.granule);
+      c = std::min(c, N);
+      ir::program prog;
+      for (int tries = 0;; ++tries) {
+        q.count = c;
+        q.block_stride = c == N ? 0 : N;
+        prog = lower(q);
+        const std::size_t need = std::max(prog.shm_count, prog.scratch_count) * elem;
+        if (need <= opt_.chunk_bytes || c <= q.granule || tries == 16) break;
+        std::size_t next = static_cast<std::size_t>(static_cast<double>(c) * static_cast<double>(opt_.chunk_bytes) /
+                                                    static_cast<double>(need));
+        next = std::max(q.granule, next / q.granule * q.granule);
+        if (next >= c) next = c > q.granule ? c - q.granule : c;
+        c = next;
+      }
+      chunk_ = c;
+      full_chunks_ = N / c;
+      executions_per_call_ = full_chunks_ + (N % c != 0 ? 1 : 0);
+      lowered_.push_back(std::move(prog));
+      if (N % c != 0) {
+        q.count = N % c;
+        q.block_stride = N;
+        lowered_.push_back(lower(q));
+      }
+    }
+    bind_all();
+  }
+
+  /// For tests and tools: bind programs given directly (count = programs[0].count,
+  /// one execution per call, or chunk + tail when two are given).
+  void build_from(std::vector<ir::program> programs) {
+    lowered_ = std::move(programs);
+    if (!lowered_.empty()) {
+      chunk_ = lowered_[0].count;
+      full_chunks_ = chunk_ == 0 ? 1 : shape_.count / chunk_;
+      executions_per_call_ = full_chunks_ + (lowered_.size() > 1 ? 1 : 0);
+    }
+    bind_all();
+  }
+
+  // --- one call ---------------------------------------------------------------
+
+  /// Starts a call. `send`/`recv` are the user's buffers (recv may be null
+  /// with `discard_recv`: reduce at a non-root); `in_place` means they are the
+  /// same memory in MPI's in-place layout (see plan.hpp).
+  void begin(const void* send, void* recv, bool in_place, bool discard_recv) {
+    if (failed_) throw error(errc::invalid_argument, name_ + " is unusable after an earlier error: " + failure_);
+    if (pending_) throw error(errc::invalid_argument, name_ + ": start() called again before wait()");
+    pending_ = true;
+    user_send_ = static_cast<const std::byte*>(send);
+    user_recv_ = static_cast<std::byte*>(recv);
+    discard_recv_ = discard_recv;
+    stage_recv_ = discard_recv;
+    stage_send_ = false;
+    if (in_place && !in_place_safe_) {
+      if (shape_.coll == collective::reduce_scatter)
+        stage_recv_ = true;
+      else
+        stage_send_ = true;
+    }
+    seq_ = ++reg_->seq;
+    reg_->stamp(seq_, plan_id_);
+    exec_ = 0;
+    exec_started_ = false;
+    active_ = executions_per_call_ > 0;
+  }
+
+  /// Runs the call as far as possible; with `block`, to completion. Returns
+  /// whether the call is complete. Any collc::error marks the plan failed
+  /// and tells peers waiting on this rank (through the registry).
+  template <class T, class Op, class Kernels = host_kernels>
+  bool advance(const Op& op, bool block, const Kernels& kernels = {}) {
+    if (!active_) return true;
+    try {
+      while (exec_ < executions_per_call_) {
+        const std::size_t which = exec_ < full_chunks_ ? 0 : 1;
+        bound_program& bp = progs_[which];
+        if (!exec_started_) {
+          if (!transition(which, block)) return false;
+          prepare(bp);
+          exec_started_ = true;
+          pc_ = 0;
+        }
+        if (!interpret<T>(bp, op, block, kernels)) return false;
+        kernels.sync();
+        if (!complete_sends(bp, nullptr, block)) return false;
+        finish(bp);
+        exec_started_ = false;
+        last_program_ = static_cast<int>(which);
+        ++exec_;
+      }
+      active_ = false;
+      return true;
+    } catch (const error& e) {
+      fail(e);
+      throw;
+    }
+  }
+
+ private:
+  // --- setup ------------------------------------------------------------------
+
+  [[nodiscard]] std::string signature_text() const {
+    return std::string(to_string(shape_.coll)) + " count=" + std::to_string(shape_.count) +
+           " type=" + shape_.type_name + "(" + std::to_string(shape_.elem_size) + " B) op=" + shape_.op_name +
+           " schedule=" + shape_.schedule +
+           (shape_.coll == collective::reduce || shape_.coll == collective::bcast
+                ? " root=" + std::to_string(shape_.root)
+                : "") +
+           " ranks_per_node=" + std::to_string(opt_.ranks_per_node) +
+           (opt_.place == collc::placement::round_robin ? " placement=round_robin" : "") +
+           " chunk_bytes=" + std::to_string(opt_.chunk_bytes);
+  }
+
+  void agree() {
+    const std::string text = signature_text();
+    const std::uint64_t h = fnv1a(text);
+    std::uint64_t v[4] = {h, ~h, reg_->seq, static_cast<std::uint64_t>(reg_->next_plan_id)};
+    COLLC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_UINT64_T, MPI_MAX, comm_.get()));
+    if (v[0] != h || v[1] != ~h) {
+      // Everyone sees the disagreement (max == min only if all are equal);
+      // gather the signatures to say who differs and how.
+      struct entry {
+        std::uint64_t hash;
+        char text[248];
+      };
+      entry mine{};
+      mine.hash = h;
+      std::strncpy(mine.text, text.c_str(), sizeof(mine.text) - 1);
+      std::vector<entry> all(static_cast<std::size_t>(size_));
+      COLLC_MPI_CHECK(MPI_Allgather(&mine, sizeof(entry), MPI_BYTE, all.data(), sizeof(entry), MPI_BYTE, comm_.get()));
+      std::map<std::uint64_t, std::vector<int>> groups;
+      std::vector<std::uint64_t> order;  // by first rank
+      for (int r = 0; r < size_; ++r) {
+        auto& g = groups[all[static_cast<std::size_t>(r)].hash];
+        if (g.empty()) order.push_back(all[static_cast<std::size_t>(r)].hash);
+        g.push_back(r);
+      }
+      std::string msg = "ranks disagree on the plan being set up (rank " + std::to_string(rank_) + " of " +
+                        std::to_string(size_) + " reporting):";
+      for (std::uint64_t hash : order) {
+        const auto& ranks = groups[hash];
+        msg += " " + rank_list(ranks) + ": " + all[static_cast<std::size_t>(ranks[0])].text + ";";
+      }
+      throw error(errc::mismatch, msg);
+    }
+    reg_->seq = v[2];
+    plan_id_ = static_cast<int>(v[3]);
+    reg_->next_plan_id = plan_id_ + 1;
+    name_ = "plan " + std::to_string(plan_id_) + " (" + text + ")";
+    reg_->plan_names[plan_id_] = name_;
+  }
+
+  void bind_all() {
+    const std::size_t elem = shape_.elem_size;
+    flags_ = 0;
+    std::size_t shm = 0, scratch = 0, count = 0;
+    for (const auto& p : lowered_) {
+      if (p.ranks != size_)
+        throw error(errc::invalid_argument,
+                    "program for " + std::to_string(p.ranks) + " ranks on a communicator of " + std::to_string(size_));
+      flags_ = std::max(flags_, p.flags);
+      shm = std::max(shm, p.shm_count);
+      scratch = std::max(scratch, p.scratch_count);
+      count = std::max(count, p.count);
+    }
+    const int tag_ub = [&] {
+      int* ub = nullptr;
+      int found = 0;
+      MPI_Comm_get_attr(comm_.get(), MPI_TAG_UB, &ub, &found);
+      return found && ub ? *ub : 32767;
+    }();
+
+    // The node segment (collective over the node even where empty, so every
+    // rank takes the same path).
+    COLLC_MPI_CHECK(MPI_Comm_split(comm_.get(), node_id_, prog_rank_, node_comm_.out()));
+    int nr = 0, ns = 0;
+    COLLC_MPI_CHECK(MPI_Comm_rank(node_comm_.get(), &nr));
+    COLLC_MPI_CHECK(MPI_Comm_size(node_comm_.get(), &ns));
+    if (nr != prog_rank_ - node_first_ || ns != node_size_)
+      throw error(errc::mpi_error, "node communicator does not match the placement (rank " + std::to_string(nr) +
+                                       " of " + std::to_string(ns) + ")");
+    const std::size_t flag_bytes = static_cast<std::size_t>(flags_) * 64;
+    const std::size_t data_bytes = (shm * elem + 63) / 64 * 64;
+    slot_bytes_ = flag_bytes + data_bytes;
+    MPI_Info info = MPI_INFO_NULL;
+    COLLC_MPI_CHECK(MPI_Info_create(&info));
+    MPI_Info_set(info, "alloc_shared_noncontig", "true");
+    void* base = nullptr;
+    const int rc = MPI_Win_allocate_shared(static_cast<MPI_Aint>(slot_bytes_ == 0 ? 0 : slot_bytes_ + 64), 1, info,
+                                           node_comm_.get(), &base, win_.out());
+    MPI_Info_free(&info);
+    mpi_check(rc, "MPI_Win_allocate_shared");
+    if (slot_bytes_ > 0) std::memset(align_line(base), 0, flag_bytes);
+    std::vector<std::byte*> slot(static_cast<std::size_t>(node_size_), nullptr);
+    for (int l = 0; l < node_size_; ++l) {
+      MPI_Aint bytes = 0;
+      int disp = 0;
+      void* p = nullptr;
+      COLLC_MPI_CHECK(MPI_Win_shared_query(win_.get(), l, &bytes, &disp, &p));
+      slot[static_cast<std::size_t>(l)] = slot_bytes_ == 0 ? nullptr : static_cast<std::byte*>(align_line(p));
+    }
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    COLLC_MPI_CHECK(MPI_Barrier(node_comm_.get()));  // flags are zero before anyone polls them
+
+    scratch_bytes_ = scratch * elem;
+    scratch_ = aligned_bytes(scratch_bytes_);
+    stage_bytes_ = shape_.coll == collective::bcast ? 0 : count * elem;
+    stage_ = aligned_bytes(stage_bytes_);
+
+    bases_.assign(slot_shm0 + static_cast<std::size_t>(node_size_), nullptr);
+    bases_[slot_scratch] = scratch_.get();
+    for (int l = 0; l < node_size_; ++l)
+      bases_[slot_shm0 + static_cast<std::size_t>(l)] =
+          slot[static_cast<std::size_t>(l)] == nullptr ? nullptr : slot[static_cast<std::size_t>(l)] + flag_bytes;
+
+    bind_context ctx;
+    ctx.prog_rank = prog_rank_;
+    ctx.node_first = node_first_;
+    ctx.node_size = node_size_;
+    ctx.flags = flags_;
+    ctx.elem_size = elem;
+    ctx.shm_capacity = shm;
+    ctx.scratch_capacity = scratch;
+    ctx.comm_of_prog = map_.comm_of_prog;
+    ctx.comm_rank = rank_;
+    ctx.tag_ub = tag_ub;
+    ctx.flag_lines.resize(static_cast<std::size_t>(node_size_ * flags_));
+    for (int l = 0; l < node_size_; ++l)
+      for (int f = 0; f < flags_; ++f)
+        ctx.flag_lines[static_cast<std::size_t>(l * flags_ + f)] =
+            reinterpret_cast<std::uint64_t*>(slot[static_cast<std::size_t>(l)] + static_cast<std::size_t>(f) * 64);
+    const std::size_t shift = shape_.coll == collective::allgather ? static_cast<std::size_t>(rank_) * shape_.count : 0;
+    in_place_safe_ = true;
+    has_messages_ = false;
+    for (const auto& p : lowered_) {
+      progs_.push_back(bind(p, ctx));
+      in_place_safe_ = in_place_safe_ && in_place_safe(progs_.back(), shift);
+      has_messages_ = has_messages_ || !progs_.back().transfers.empty();
+    }
+    same_signals_ = progs_.size() < 2 || progs_[0].signals == progs_[1].signals;
+    sig_base_.assign(static_cast<std::size_t>(node_size_ * flags_), 0);
+    own_.assign(static_cast<std::size_t>(flags_), 0);
+    // Bind transfers on fixed buffers (shm, scratch) once.
+    for (auto& p : progs_)
+      for (auto& t : p.transfers)
+        if (t.slot >= slot_scratch) bind_transfer(t);
+
+    // Spin budget: a core per rank of the physical node, or share them.
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    int node_ranks = 0;
+    for (int r = 0; r < size_; ++r) node_ranks += reg_->physical_leader(r) == reg_->physical_leader(rank_);
+    spin_ = static_cast<unsigned>(node_ranks) > cores ? 16 : 2048;
+  }
+
+  // --- execution ------------------------------------------------------------
+
+  /// Before the first execution of a program other than the last one run
+  /// (chunk -> tail), if their signal structures differ: wait until every
+  /// node peer finished all earlier executions, so the new program's
+  /// cross-execution waits (value <= 0) cannot refer to signals of the other.
+  bool transition(std::size_t which, bool block) {
+    if (same_signals_ || last_program_ < 0 || static_cast<std::size_t>(last_program_) == which) return true;
+    for (int l = 0; l < node_size_; ++l)
+      for (int f = 0; f < flags_; ++f) {
+        const auto i = static_cast<std::size_t>(l * flags_ + f);
+        bound_op o;
+        o.code = opcode::wait;
+        o.index = static_cast<std::uint32_t>(i);
+        o.flag = flag_line(l, f);
+        o.peer = node_first_ + l;
+        if (load(o.flag) < sig_base_[i] && !wait_flag(o, sig_base_[i], block)) return false;
+      }
+    last_program_ = static_cast<int>(which);
+    return true;
+  }
+
+  void prepare(const bound_program& bp) {
+    const std::size_t elem = shape_.elem_size;
+    const std::size_t at = exec_ * chunk_ * elem;  // chunk base in bytes
+    const std::byte* send = user_send_ ? user_send_ + at : nullptr;
+    if (stage_send_) {
+      std::memcpy(stage_.get(), send, bp.count * elem);
+      send = stage_.get();
+    }
+    bases_[slot_send] = const_cast<std::byte*>(send);  // only read through send ops
+    bases_[slot_recv] = stage_recv_ ? stage_.get() : (user_recv_ ? user_recv_ + at : nullptr);
+  }
+
+  void finish(const bound_program& bp) {
+    if (stage_recv_ && !discard_recv_)
+      std::memcpy(user_recv_ + exec_ * chunk_ * shape_.elem_size, stage_.get(), bp.count * shape_.elem_size);
+    for (std::size_t i = 0; i < sig_base_.size(); ++i) sig_base_[i] += bp.signals[i];
+    ++epoch_;
+  }
+
+  template <class T, class Op, class Kernels>
+  bool interpret(bound_program& bp, const Op& op, bool block, const Kernels& kernels) {
+    std::byte* const* base = bases_.data();
+    const auto at = [base](std::uint16_t slot, std::size_t off) { return reinterpret_cast<T*>(base[slot]) + off; };
+    const bound_op* ops = bp.ops.data();
+    const std::size_t n = bp.ops.size();
+    for (std::size_t pc = pc_; pc < n; ++pc) {
+      const bound_op& o = ops[pc];
+      switch (o.code) {
+        case opcode::copy: kernels.copy(at(o.dst_slot, o.dst), at(o.a_slot, o.a), o.n); break;
+        case opcode::reduce:
+          // Plans of allgather / bcast carry an operator that need not apply
+          // to T; their programs have no reduce.
+          if constexpr (std::is_invocable_v<const Op&, const T&, const T&>)
+            kernels.reduce(at(o.dst_slot, o.dst), at(o.a_slot, o.a), at(o.b_slot, o.b), o.n, op);
+          break;
+        case opcode::signal:
+          kernels.sync();  // peers read what earlier kernels wrote once they see the signal
+          std::atomic_ref<std::uint64_t>(*o.flag).store(++own_[o.index], std::memory_order_release);
+          break;
+        case opcode::wait: {
+          const std::int64_t target = sig_base_[o.index] + o.value;
+          if (load(o.flag) < target && !wait_flag(o, target, block)) {
+            pc_ = pc;
+            return false;
+          }
+          break;
+        }
+        case opcode::send:
+          kernels.sync();  // MPI reads the source
+          start_transfer(bp.transfers[o.index]);
+          break;
+        case opcode::recv:
+          kernels.sync();  // MPI overwrites the destination, which earlier kernels may still read
+          if (!complete_recv(bp.transfers[o.index], o, block)) {
+            pc_ = pc;
+            return false;
+          }
+          break;
+        case opcode::fence:
+          if (!complete_sends(bp, &o, block)) {
+            pc_ = pc;
+            return false;
+          }
+          break;
+      }
+    }
+    pc_ = n;
+    return true;
+  }
+
+  static std::int64_t load(const std::uint64_t* flag) noexcept {
+    return static_cast<std::int64_t>(
+        std::atomic_ref<std::uint64_t>(*const_cast<std::uint64_t*>(flag)).load(std::memory_order_acquire));
+  }
+  [[nodiscard]] std::uint64_t* flag_line(int l, int f) const {
+    return reinterpret_cast<std::uint64_t*>(bases_[slot_shm0 + static_cast<std::size_t>(l)] -
+                                            static_cast<std::size_t>(flags_ - f) * 64);
+  }
+
+  void bind_transfer(transfer& t) {
+    const std::byte* addr = bases_[t.slot] + t.offset * shape_.elem_size;
+    if (t.request != MPI_REQUEST_NULL && t.bound == addr) return;
+    if (t.request != MPI_REQUEST_NULL) COLLC_MPI_CHECK(MPI_Request_free(&t.request));
+    if (t.is_send)
+      COLLC_MPI_CHECK(MPI_Send_init(addr, t.count, t.type, t.peer, t.tag, comm_.get(), &t.request));
+    else
+      COLLC_MPI_CHECK(
+          MPI_Recv_init(const_cast<std::byte*>(addr), t.count, t.type, t.peer, t.tag, comm_.get(), &t.request));
+    t.bound = addr;
+  }
+
+  void start_transfer(transfer& t) {
+    bind_transfer(t);
+    COLLC_MPI_CHECK(MPI_Start(&t.request));
+    t.active = true;
+  }
+
+  bool test(transfer& t) {
+    int done = 0;
+    COLLC_MPI_CHECK(MPI_Test(&t.request, &done, MPI_STATUS_IGNORE));
+    if (done) t.active = false;
+    return done != 0;
+  }
+
+  bool complete_recv(transfer& t, const bound_op& o, bool block) {
+    if (!t.active) start_transfer(t);
+    if (test(t)) return true;
+    if (!block) return false;
+    block_until([&] { return test(t); }, o, t.peer, "a message");
+    return true;
+  }
+
+  /// Completes every started send (a fence, or the end of an execution).
+  bool complete_sends(bound_program& bp, const bound_op* at, bool block) {
+    for (auto& t : bp.transfers) {
+      if (!t.active || !t.is_send || test(t)) continue;
+      if (!block) return false;
+      bound_op o;
+      o.code = opcode::fence;
+      o.source = at ? at->source : static_cast<std::uint32_t>(bp.ops.size());
+      block_until([&] { return test(t); }, o, t.peer, "completion of a send");
+    }
+    return true;
+  }
+
+  bool wait_flag(const bound_op& o, std::int64_t target, bool block) {
+    if (!block) return false;
+    const int peer = map_.comm_of_prog[static_cast<std::size_t>(o.peer)];
+    int probe = 0;
+    block_until(
+        [&] {
+          // A rank with messages in flight keeps MPI progressing while it waits.
+          if (has_messages_ && (++probe & 63) == 0) {
+            int flag = 0;
+            MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_.get(), &flag, MPI_STATUS_IGNORE);
+          }
+          return load(o.flag) >= target;
+        },
+        o, peer, "a signal", target);
+    return true;
+  }
+
+  template <class Ready>
+  void block_until(Ready ready, const bound_op& o, int peer, const char* what, std::int64_t target = 0) {
+    for (unsigned i = 0; i < spin_; ++i) {
+      if (ready()) return;
+      cpu_relax();
+    }
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+    auto last = t0;
+    while (!ready()) {
+      std::this_thread::yield();
+      const auto now = clock::now();
+      if (now - last < std::chrono::milliseconds(1) || ready()) continue;
+      last = now;
+      slow_check(o, peer, what, target, std::chrono::duration<double>(now - t0).count());
+    }
+  }
+
+  /// The slow path of a wait: a failed or mismatched peer, or a timeout.
+  void slow_check(const bound_op& o, int peer, const char* what, std::int64_t target, double waited) {
+    auto where = [&] {
+      std::string s = "rank " + std::to_string(rank_) + " waits for " + what + " from rank " + std::to_string(peer) +
+                      " at instruction " + std::to_string(o.source) + " (";
+      if (o.code == opcode::wait)
+        s += "flag " + std::to_string(o.index % static_cast<std::uint32_t>(std::max(flags_, 1))) +
+             " >= " + std::to_string(target) + ", now " + std::to_string(load(o.flag)) + ", ";
+      s += "execution " + std::to_string(exec_ + 1) + "/" + std::to_string(executions_per_call_) + " of call #" +
+           std::to_string(seq_) + ", " + name_ + ")";
+      return s;
+    };
+    const peer_report rep = reg_->look(peer, seq_);
+    if (rep.kind == peer_report::failed)
+      throw error(rep.failure == errc::mismatch ? errc::mismatch : rep.failure,
+                  where() + ": rank " + std::to_string(peer) + " abandoned this call after an error (" +
+                      std::string(to_string(rep.failure)) + ")");
+    if (rep.kind == peer_report::same_call && rep.plan_id != plan_id_)
+      throw error(errc::mismatch, "mismatched collective calls: " + where() + ", but rank " + std::to_string(peer) +
+                                      " runs " + reg_->plan_name(rep.plan_id) + " in that call");
+    if (waited > opt_.timeout_s) {
+      const std::string msg = "timeout after " + std::to_string(waited) + " s: " + where();
+      if (opt_.timeout_action == on_timeout::abort) {
+        std::fprintf(stderr, "collc: %s; aborting\n", msg.c_str());
+        std::fflush(stderr);
+        MPI_Abort(comm_.get(), 1);
+      }
+      throw error(errc::timeout, msg);
+    }
+  }
+
+  void fail(const error& e) {
+    failed_ = true;
+    active_ = false;
+    pending_ = false;
+    failure_ = e.what();
+    reg_->mark_failed(seq_, e.code());
+  }
+
+  plan_shape shape_;
+  resolved_options opt_;
+  std::shared_ptr<registry> reg_;
+  comm_owner comm_, node_comm_;
+  win_owner win_;
+  int rank_ = 0, size_ = 1, prog_rank_ = 0, node_id_ = 0, node_first_ = 0, node_size_ = 1;
+  placement_map map_;
+  int plan_id_ = 0;
+  std::string name_;
+
+  std::vector<ir::program> lowered_;
+  std::vector<bound_program> progs_;  // [0] chunk (or the only program), [1] tail
+  std::size_t chunk_ = 0, full_chunks_ = 0, executions_per_call_ = 0;
+  int flags_ = 0;
+  bool in_place_safe_ = true, has_messages_ = false, same_signals_ = true;
+  std::size_t slot_bytes_ = 0, scratch_bytes_ = 0, stage_bytes_ = 0;
+  aligned_bytes scratch_, stage_;
+  std::vector<std::byte*> bases_;
+  std::vector<std::int64_t> sig_base_;  // [l * flags + f]: signals of node rank l on f, earlier executions
+  std::vector<std::uint64_t> own_;      // [f]: this rank's signals on f so far
+  unsigned spin_ = 2048;
+
+  // The call in progress.
+  bool active_ = false, failed_ = false, pending_ = false;
+  std::string failure_;
+  std::uint64_t seq_ = 0, epoch_ = 0;
+  std::size_t exec_ = 0, pc_ = 0;
+  bool exec_started_ = false;
+  int last_program_ = -1;
+  const std::byte* user_send_ = nullptr;
+  std::byte* user_recv_ = nullptr;
+  bool stage_send_ = false, stage_recv_ = false, discard_recv_ = false;
+};
+
+}  // namespace collc::detail

@@ -1,0 +1,251 @@
+// Error paths of include/collc/plan.hpp: bad arguments, schedules that do not
+// fit, ranks that disagree at setup or call different plans, and waits that
+// time out. Each must end in a collc::error naming the offending value on the
+// ranks involved, quickly, never a hang.
+#include "support.hpp"
+
+#include <collc/plan.hpp>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+using collc::collective;
+using collc::errc;
+using namespace collc_test;
+
+namespace {
+
+/// Runs f, returns the collc::error it threw (code, message) or nullopt.
+template <class F>
+std::optional<std::pair<errc, std::string>> error_of(F&& f) {
+  try {
+    f();
+  } catch (const collc::error& e) {
+    return std::pair{e.code(), std::string(e.what())};
+  }
+  return std::nullopt;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+TEST_CASE("buffer sizes must match the plan", "[backend][mpi][errors]") {
+  const int P = world_size();
+  auto p = collc::make_allreduce<double>(MPI_COMM_WORLD, 10);
+  std::vector<double> a(10), b(9), c(10);
+  auto e = error_of([&] { p(a, b); });
+  REQUIRE(e);
+  CHECK(e->first == errc::invalid_argument);
+  CHECK(contains(e->second, "recv buffer has 9 elements, the plan needs 10"));
+  e = error_of([&] { p(b, a); });
+  REQUIRE(e);
+  CHECK(contains(e->second, "send buffer has 9 elements"));
+  e = error_of([&] { p(collc::in_place, b); });
+  REQUIRE(e);
+  CHECK(contains(e->second, "in-place buffer has 9 elements"));
+
+  auto rs = collc::make_reduce_scatter<double>(MPI_COMM_WORLD, 10);
+  e = error_of([&] { rs(a, c); });  // send needs P blocks
+  if (P > 1) {
+    REQUIRE(e);
+    CHECK(contains(e->second, "send buffer has 10 elements, the plan needs " + std::to_string(10 * P)));
+  }
+  auto bc = collc::make_bcast<double>(MPI_COMM_WORLD, 10, 0);
+  e = error_of([&] { bc(a, c); });
+  REQUIRE(e);
+  CHECK(contains(e->second, "bcast takes one buffer"));
+  // The plans are still usable: nothing started.
+  p(a, c);
+  bc(a);
+}
+
+TEST_CASE("null buffers with a positive count are refused", "[backend][mpi][errors]") {
+  auto p = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, 4);
+  std::vector<std::int64_t> a(4, 1);
+  auto e = error_of([&] { p(a.data(), nullptr); });
+  REQUIRE(e);
+  CHECK(e->first == errc::invalid_argument);
+  CHECK(contains(e->second, "recv buffer is null with count 4"));
+  e = error_of([&] { p(nullptr, a.data()); });
+  REQUIRE(e);
+  CHECK(contains(e->second, "send buffer is null with count 4"));
+  // Count 0: null is fine.
+  auto z = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, 0);
+  z(nullptr, nullptr);
+  z(std::span<const std::int64_t>{}, std::span<std::int64_t>{});
+}
+
+TEST_CASE("aliasing send and recv needs in_place", "[backend][mpi][errors]") {
+  const int P = world_size();
+  auto p = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, 8);
+  std::vector<std::int64_t> buf(16, 1);
+  auto e =
+      error_of([&] { p(std::span<const std::int64_t>(buf.data(), 8), std::span<std::int64_t>(buf.data() + 4, 8)); });
+  REQUIRE(e);
+  CHECK(e->first == errc::invalid_argument);
+  CHECK(contains(e->second, "overlaps recv"));
+  CHECK(contains(e->second, "collc::in_place"));
+  e = error_of([&] { p(buf.data(), buf.data()); });
+  REQUIRE(e);
+  CHECK(contains(e->second, "overlaps"));
+  // Adjacent is not overlapping.
+  p(std::span<const std::int64_t>(buf.data(), 8), std::span<std::int64_t>(buf.data() + 8, 8));
+  CHECK(buf[8] == P);
+  // Allgather: the own block inside recv is MPI_IN_PLACE's job too.
+  auto g = collc::make_allgather<int>(MPI_COMM_WORLD, 2);
+  std::vector<int> all(2 * static_cast<std::size_t>(P));
+  e = error_of([&] { g(std::span<const int>(all.data(), 2), std::span<int>(all)); });
+  REQUIRE(e);
+  CHECK(contains(e->second, "overlaps"));
+}
+
+TEST_CASE("a cyclic factor set needs a commutative operator", "[backend][mpi][errors]") {
+  const int P = world_size();
+  if (P < 3) return;
+  const collc::factor_set cyclic{P - 1, 2};  // P-1 < P <= 2(P-1): a cyclic shift, not a recursive exchange
+  auto e = error_of([&] { collc::make_allreduce<mat2, mat_mul>(MPI_COMM_WORLD, 10, cyclic); });
+  REQUIRE(e);
+  CHECK(e->first == errc::not_commutative);
+  CHECK(contains(e->second, cyclic.to_string()));
+  e = error_of([&] { collc::make_allreduce<mat2, mat_mul>(MPI_COMM_WORLD, 10, collc::algo::schedule::ring()); });
+  REQUIRE(e);
+  CHECK(e->first == errc::not_commutative);
+  // The same set with a commutative operator is fine.
+  auto ok = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, 10, cyclic);
+  CHECK(ok.schedule().fam == collc::algo::family::cyclic_shift);
+}
+
+TEST_CASE("an invalid factor set for the communicator is refused", "[backend][mpi][errors]") {
+  const int P = world_size();
+  const collc::factor_set bad{2 * P + 1, 2 * P + 1};  // product way above P, last radix not minimal
+  auto e = error_of([&] { collc::make_allreduce<double>(MPI_COMM_WORLD, 10, bad); });
+  REQUIRE(e);
+  CHECK(e->first == errc::invalid_factor_set);
+  CHECK(contains(e->second, bad.to_string()));
+  e = error_of([&] { collc::make_reduce_scatter<double>(MPI_COMM_WORLD, 10, collc::factor_set{2, 2}); });
+  REQUIRE(e);  // reduce_scatter takes negative radices only
+  CHECK(e->first == errc::invalid_factor_set);
+  e = error_of([&] { collc::make_bcast<double>(MPI_COMM_WORLD, 10, P); });
+  REQUIRE(e);
+  CHECK(e->first == errc::invalid_argument);
+  CHECK(contains(e->second, "root " + std::to_string(P)));
+  collc::plan_options o;
+  o.ranks_per_node = -1;
+  e = error_of([&] { collc::make_allreduce<double>(MPI_COMM_WORLD, 10, o); });
+  REQUIRE(e);
+  CHECK(contains(e->second, "ranks_per_node (-1)"));
+}
+
+TEST_CASE("different counts at setup are reported on every rank", "[backend][mpi][errors][mismatch]") {
+  const int P = world_size(), me = world_rank();
+  if (P < 2) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::size_t n = me == P - 1 ? 11 : 10;
+  auto e = error_of([&] { collc::make_allreduce<double>(MPI_COMM_WORLD, n); });
+  REQUIRE(e);
+  CHECK(e->first == errc::mismatch);
+  CHECK(contains(e->second, (P == 2 ? "rank 0: " : "ranks 0-" + std::to_string(P - 2) + ": ") +
+                                std::string("allreduce count=10")));
+  CHECK(contains(e->second, "rank " + std::to_string(P - 1) + ": allreduce count=11"));
+  // Different operators and types are named too.
+  e = error_of([&] {
+    if (me == 0)
+      collc::make_allreduce<double, collc::max>(MPI_COMM_WORLD, 10);
+    else
+      collc::make_allreduce<double>(MPI_COMM_WORLD, 10);
+  });
+  REQUIRE(e);
+  CHECK(contains(e->second, "op=collc::max"));
+  CHECK(contains(e->second, "op=collc::plus"));
+  CHECK(seconds_since(t0) < 10);
+  // Setup works again afterwards.
+  auto p = collc::make_allreduce<double>(MPI_COMM_WORLD, 10);
+  std::vector<double> a(10, 1.0), b(10);
+  p(a, b);
+  CHECK(b[9] == P);
+}
+
+TEST_CASE("different plans in the same call are reported, not waited for", "[backend][mpi][errors][mismatch]") {
+  const int P = world_size(), me = world_rank();
+  if (P < 2) return;
+  for (int k : {0, 1}) {  // one node, and one rank per pseudo-node (messages only)
+    collc::plan_options o;
+    o.timeout_s = 60;  // a hang would show up as a timeout, long after the 10 s checked below
+    o.ranks_per_node = k;
+    auto a = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, 8, o);
+    auto b = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, 9, o);
+    std::vector<std::int64_t> x(9, 1), y(9);
+    a(std::span<const std::int64_t>(x.data(), 8), std::span<std::int64_t>(y.data(), 8));  // one good call first
+    const auto t0 = std::chrono::steady_clock::now();
+    const int odd = P - 1;  // runs b while everyone else runs a
+    auto e = error_of([&] {
+      if (me == odd)
+        b(x, y);
+      else
+        a(std::span<const std::int64_t>(x.data(), 8), std::span<std::int64_t>(y.data(), 8));
+    });
+    INFO("ranks_per_node " << k << ", rank " << me << ": " << (e ? e->second : "no error"));
+    REQUIRE(e);
+    CHECK(e->first == errc::mismatch);
+    CHECK(seconds_since(t0) < 10);
+    // A rank that saw the mismatch itself names both plans.
+    if (contains(e->second, "mismatched collective calls")) {
+      CHECK(contains(e->second, "count=8"));
+      CHECK(contains(e->second, "count=9"));
+    } else {
+      CHECK(contains(e->second, "abandoned this call"));
+    }
+    // A failed plan stays failed.
+    auto again = error_of([&] { (me == odd ? b : a)(x.data(), y.data()); });
+    REQUIRE(again);
+    CHECK(contains(again->second, "unusable after an earlier error"));
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  // New plans on the communicator work.
+  auto p = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, 3);
+  std::vector<std::int64_t> x(3, 2), y(3);
+  p(x, y);
+  CHECK(y[0] == 2 * P);
+}
+
+TEST_CASE("a wait longer than the timeout names who waits for whom", "[backend][mpi][errors][timeout]") {
+  const int P = world_size(), me = world_rank();
+  if (P < 2) return;
+  for (int k : {0, 1}) {
+    collc::plan_options o;
+    o.timeout_s = 0.3;
+    o.ranks_per_node = k;
+    auto p = collc::make_allreduce<double>(MPI_COMM_WORLD, 16, o);
+    std::vector<double> x(16, 1.0), y(16);
+    const auto t0 = std::chrono::steady_clock::now();
+    if (me == 0) {  // the others never call
+      auto e = error_of([&] { p(x, y); });
+      REQUIRE(e);
+      CHECK(e->first == errc::timeout);
+      CHECK(contains(e->second, "rank 0 waits for"));
+      CHECK(contains(e->second, "at instruction"));
+      CHECK(contains(e->second, "from rank "));
+      CHECK(seconds_since(t0) < 5);
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
+TEST_CASE("misuse of start and wait", "[backend][mpi][errors]") {
+  auto p = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, 4);
+  std::vector<std::int64_t> a(4, 1), b(4);
+  p.start(a, b);
+  auto e = error_of([&] { p.start(a, b); });
+  REQUIRE(e);
+  CHECK(contains(e->second, "start() called again before wait()"));
+  p.wait();
+  p.wait();  // nothing in progress: returns
+  CHECK(b[0] == world_size());
+}
