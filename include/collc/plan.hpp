@@ -268,7 +268,7 @@ class plan {
   [[nodiscard]] std::size_t in_place_count() const noexcept { return std::max(send_count(), recv_count()); }
   /// The schedule that was lowered (after default selection).
   [[nodiscard]] const algo::schedule& schedule() const noexcept { return sched_; }
-  /// "recexch:{-2,2}"-style name of the schedule.
+  /// "recexch{-2,2}"-style name of the schedule.
   [[nodiscard]] std::string schedule_name() const { return sched_.to_string(); }
   /// Human-readable plan name with its id and signature (used in error messages).
   [[nodiscard]] const std::string& name() const noexcept { return e_->name(); }
