@@ -5,7 +5,11 @@ string(REGEX REPLACE "^// expect: " "" _expect "${_expect}")
 if(_expect STREQUAL "")
   message(FATAL_ERROR "${SRC} has no '// expect: ' line")
 endif()
-execute_process(COMMAND ${CXX} -std=c++20 -fsyntax-only -I${INCLUDE} ${SRC}
+set(_includes -I${INCLUDE})
+foreach(_dir IN LISTS EXTRA_INCLUDES)
+  list(APPEND _includes -I${_dir})
+endforeach()
+execute_process(COMMAND ${CXX} -std=c++20 -fsyntax-only ${_includes} ${SRC}
   RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
 if(_rc EQUAL 0)
   message(FATAL_ERROR "${SRC} compiled, but it must fail with: ${_expect}")
