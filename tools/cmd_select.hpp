@@ -39,9 +39,12 @@ inline std::size_t parse_bytes(std::string_view flag, std::string_view text) {
     return false;
   };
   if (!strip("iB")) strip("B");
-  if (strip("K") || strip("k")) mul = std::size_t{1} << 10;
-  else if (strip("M")) mul = std::size_t{1} << 20;
-  else if (strip("G")) mul = std::size_t{1} << 30;
+  if (strip("K") || strip("k"))
+    mul = std::size_t{1} << 10;
+  else if (strip("M"))
+    mul = std::size_t{1} << 20;
+  else if (strip("G"))
+    mul = std::size_t{1} << 30;
   std::size_t v = 0;
   const auto* end = t.data() + t.size();
   auto [ptr, ec] = std::from_chars(t.data(), end, v);
@@ -106,13 +109,15 @@ inline int run_select(std::span<const std::string_view> args) {
                      collective::bcast})
         if (v == to_string(c)) coll = c, found = true;
       if (!found)
-        throw error(errc::invalid_argument,
-                    fmt::format("--collective must be allreduce, reduce_scatter, allgather, reduce or bcast, got '{}'",
-                                v));
+        throw error(
+            errc::invalid_argument,
+            fmt::format("--collective must be allreduce, reduce_scatter, allgather, reduce or bcast, got '{}'", v));
     } else if (a == "--op") {
       const auto v = next();
-      if (v == "sum" || v == "prod" || v == "min" || v == "max") commutative = true;
-      else if (v == "matmul" || v == "noncommutative") commutative = false;
+      if (v == "sum" || v == "prod" || v == "min" || v == "max")
+        commutative = true;
+      else if (v == "matmul" || v == "noncommutative")
+        commutative = false;
       else
         throw error(errc::invalid_argument,
                     fmt::format("--op must be sum, prod, min, max or matmul (non-commutative), got '{}'", v));
