@@ -1,0 +1,515 @@
+#pragma once
+/// \file
+/// Persistent collective plans over Kokkos::Views, whose copy and reduce
+/// steps run as Kokkos kernels on an execution space instance the caller
+/// passes with each call. Built on the MPI backend: the same setup, lowering,
+/// node segment, signals and messages; only the element kernels differ.
+///
+///   using exec_space = Kokkos::DefaultHostExecutionSpace;
+///   auto p = collc::kokkos::make_allreduce<exec_space, double>(MPI_COMM_WORLD, n);
+///   Kokkos::View<double*> x("x", n), y("y", n);
+///   p(exec_space(), x, y);              // y = sum over ranks of x
+///   p(exec_space(), collc::in_place, y);
+///
+/// Also make_reduce_scatter, make_allgather, make_reduce and make_bcast, with
+/// the counts, trailing arguments (schedule, collc::plan_options, operator)
+/// and in-place layouts of collc/plan.hpp. `Op` may be a collc operator, any
+/// callable `T(const T&, const T&)`, or a Kokkos reducer type (Kokkos::Sum,
+/// Prod, Min, Max, LAnd, LOr, BAnd, BOr), mapped to the collc operator.
+///
+/// The execution-space contract (docs/kokkos_backend.md explains why):
+///  - A call `p(exec, send, recv)` first fences `exec`: work the caller
+///    enqueued on `exec` before the call (producing `send`, or still reading
+///    `recv`) is complete before anything of the call touches the views.
+///    Work on other instances must be fenced by the caller.
+///  - Every copy and reduce of the program is a parallel_for over
+///    RangePolicy<ExecSpace>(exec, ...), labelled "collc::copy" / "collc::reduce".
+///  - `exec` is fenced again wherever data leaves the kernels' order: before
+///    each signal to node peers, before each MPI send and recv, and at the end
+///    of each execution (chunk). Each of these fences is wrapped in the
+///    Kokkos profiling region "collc::fence" so tools (and the tests) see it.
+///  - When the call returns (or wait() / a true test() after start()), `recv`
+///    holds the result and no collc work on it is pending: it may be read on
+///    the host or by any execution space without a further fence. `send` is
+///    read only between the call's start and its completion.
+///
+/// Memory: only memory the host can address, and execution spaces that can
+/// access host memory (the node segment is host memory that other processes
+/// map). Anything else (a device memory space, whose pointers peers cannot
+/// read) is a compile error until a device path (IPC handles) exists.
+#if !__has_include(<Kokkos_Core.hpp>)
+#error "collc/backend/kokkos/plan.hpp needs Kokkos: link collc::kokkos (find_package(collc COMPONENTS kokkos))"
+#endif
+
+#include <Kokkos_Core.hpp>
+#include <collc/algo/lower.hpp>
+#include <collc/backend/mpi/engine.hpp>
+#include <collc/backend/mpi/options.hpp>
+#include <collc/error.hpp>
+#include <collc/ir/verify.hpp>
+#include <collc/ops.hpp>
+#include <collc/plan.hpp>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace collc::kokkos {
+
+// --- operators -------------------------------------------------------------------
+
+/// The collc operator for `Op`: Kokkos reducer types map to collc's named
+/// operators (same result for every pair of values); anything else is itself.
+/// Example: `std::is_same_v<collc::kokkos::op_t<Kokkos::Sum<double>>, collc::plus>`.
+template <class Op>
+struct op_of {
+  using type = Op;
+};
+template <class S, class Sp>
+struct op_of<Kokkos::Sum<S, Sp>> {
+  using type = plus;
+};
+template <class S, class Sp>
+struct op_of<Kokkos::Prod<S, Sp>> {
+  using type = prod;
+};
+template <class S, class Sp>
+struct op_of<Kokkos::Min<S, Sp>> {
+  using type = min;
+};
+template <class S, class Sp>
+struct op_of<Kokkos::Max<S, Sp>> {
+  using type = max;
+};
+template <class S, class Sp>
+struct op_of<Kokkos::LAnd<S, Sp>> {
+  using type = logical_and;
+};
+template <class S, class Sp>
+struct op_of<Kokkos::LOr<S, Sp>> {
+  using type = logical_or;
+};
+template <class S, class Sp>
+struct op_of<Kokkos::BAnd<S, Sp>> {
+  using type = bit_and;
+};
+template <class S, class Sp>
+struct op_of<Kokkos::BOr<S, Sp>> {
+  using type = bit_or;
+};
+template <class Op>
+using op_t = typename op_of<std::remove_cvref_t<Op>>::type;
+
+// --- what a plan accepts ------------------------------------------------------------
+
+/// Execution spaces whose kernels can read and write host memory (the node
+/// segment and the scratch of a plan live there).
+template <class ExecSpace>
+inline constexpr bool host_capable_v =
+    Kokkos::is_execution_space<ExecSpace>::value&& Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
+
+namespace detail {
+template <class V>
+constexpr bool is_view_v = Kokkos::is_view<std::remove_cvref_t<V>>::value;
+
+template <class V, bool = is_view_v<V>>
+struct view_traits {
+  static constexpr bool rank1 = false;
+  static constexpr bool host_memory = false;
+  template <class>
+  static constexpr bool holds = false;
+  template <class>
+  static constexpr bool reachable_from = false;
+};
+template <class V>
+struct view_traits<V, true> {
+  using view = std::remove_cvref_t<V>;
+  static constexpr bool rank1 = static_cast<int>(view::rank) == 1;
+  static constexpr bool host_memory =
+      Kokkos::SpaceAccessibility<Kokkos::HostSpace, typename view::memory_space>::accessible;
+  template <class T>
+  static constexpr bool holds = std::is_same_v<std::remove_const_t<typename view::value_type>, T>;
+  template <class ExecSpace>
+  static constexpr bool reachable_from = Kokkos::SpaceAccessibility<ExecSpace, typename view::memory_space>::accessible;
+};
+}  // namespace detail
+
+/// Whether a plan on `ExecSpace` over `T` takes `V` as a buffer (`Writable`:
+/// as a receive or in-place buffer): a rank-1 View of T in memory the host
+/// and `ExecSpace` can both access. Contiguity is checked at run time.
+template <class V, class ExecSpace, class T, bool Writable>
+inline constexpr bool accepts_view_v =
+    detail::is_view_v<V>&& detail::view_traits<V>::rank1&& detail::view_traits<V>::template holds<T>&&
+        detail::view_traits<V>::host_memory&& detail::view_traits<V>::template reachable_from<ExecSpace> &&
+    (!Writable || !std::is_const_v<typename std::remove_cvref_t<V>::value_type>);
+
+namespace detail {
+
+/// The static checks behind accepts_view_v, one message each.
+template <class V, class ExecSpace, class T, bool Writable>
+constexpr void check_view() {
+  static_assert(is_view_v<V>, "collc::kokkos::plan: buffers must be Kokkos::Views");
+  if constexpr (is_view_v<V>) {
+    using view = std::remove_cvref_t<V>;
+    static_assert(view_traits<V>::rank1, "collc::kokkos::plan: buffers must be rank-1 Views (T*)");
+    static_assert(view_traits<V>::template holds<T>, "collc::kokkos::plan: the View's value type must be the plan's T");
+    static_assert(!Writable || !std::is_const_v<typename view::value_type>,
+                  "collc::kokkos::plan: a receive or in-place View must not be const");
+    static_assert(view_traits<V>::host_memory,
+                  "collc::kokkos::plan: the View's memory space is not host-accessible; device memory needs a "
+                  "device path (IPC handles), which collc does not have yet: deep_copy into a HostSpace View");
+    static_assert(view_traits<V>::template reachable_from<ExecSpace>,
+                  "collc::kokkos::plan: the execution space cannot access the View's memory space");
+  }
+}
+
+/// Element kernels of the MPI engine's interpreter (see detail::host_kernels)
+/// as Kokkos kernels on one execution space instance.
+template <class T>
+struct copy_kernel {
+  T* dst;
+  const T* src;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i) const { dst[i] = src[i]; }
+};
+/// dst may alias a or b element for element: each i reads its operands before writing.
+template <class T, class Op>
+struct reduce_kernel {
+  T* dst;
+  const T* a;
+  const T* b;
+  Op op;
+  KOKKOS_INLINE_FUNCTION void operator()(std::int64_t i) const { dst[i] = op(a[i], b[i]); }
+};
+
+/// Fences `exec` inside the profiling region "collc::fence" (Kokkos 3.4's
+/// Serial fence emits no tool event of its own; the region makes every fence
+/// collc takes visible to tools).
+template <class ExecSpace>
+void fence(const ExecSpace& exec) {
+  Kokkos::Profiling::pushRegion("collc::fence");
+  exec.fence();
+  Kokkos::Profiling::popRegion();
+}
+
+template <class ExecSpace>
+struct exec_kernels {
+  ExecSpace exec;
+
+  template <class T>
+  void copy(T* dst, const T* src, std::size_t n) const {
+    if (n == 0 || dst == src) return;
+    Kokkos::parallel_for("collc::copy", policy(n), copy_kernel<T>{dst, src});
+  }
+  template <class T, class Op>
+  void reduce(T* dst, const T* a, const T* b, std::size_t n, const Op& op) const {
+    if (n == 0) return;
+    Kokkos::parallel_for("collc::reduce", policy(n), reduce_kernel<T, Op>{dst, a, b, op});
+  }
+  void sync() const { fence(exec); }
+
+ private:
+  [[nodiscard]] Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>> policy(std::size_t n) const {
+    return {exec, 0, static_cast<std::int64_t>(n)};
+  }
+};
+
+/// A built engine with its schedule and operator (the body of
+/// collc::detail::make_plan, which returns a host-kernel plan instead).
+template <class Op>
+struct built {
+  std::unique_ptr<collc::detail::engine> engine;
+  Op op;
+  algo::schedule sched;
+};
+
+template <class T, class Op, class... A>
+built<Op> build(collective coll, MPI_Comm comm, std::size_t count, int root, A&&... args) {
+  collc::detail::factory_args<Op> fa;
+  (fa.take(std::forward<A>(args)), ...);
+  if (fa.seen_sched > 1 || fa.seen_options > 1 || fa.seen_op > 1)
+    throw error(errc::invalid_argument, "collc::kokkos::make_" + std::string(to_string(coll)) +
+                                            ": at most one schedule, one plan_options and one operator");
+  collc::detail::plan_shape shape;
+  shape.coll = coll;
+  shape.count = count;
+  shape.root = root;
+  shape.elem_size = sizeof(T);
+  shape.type_name = collc::detail::type_name<T>();
+  shape.op_name = reduces(coll) ? collc::detail::type_name<Op>() : "none";
+  shape.commutative = commutative_v<Op>;
+  shape.schedule = fa.sched.text();
+  auto e = std::make_unique<collc::detail::engine>(comm, shape, collc::detail::resolve(fa.options));
+  // After the engine's agreement: every rank has the same request, so these throw everywhere or nowhere.
+  const auto& map = e->placement();
+  const std::vector<int> node_of = map.nodes > 1 ? map.node_of : std::vector<int>{};
+  const bool commutative = shape.commutative || !reduces(coll);
+  const bool checks = e->options().checks;
+  algo::schedule sched =
+      collc::detail::resolve_schedule(fa.sched, coll, e->size(), count * sizeof(T), commutative, node_of);
+  e->build([&](const collc::detail::chunk_request& q) {
+    algo::lower_request r;
+    r.coll = coll;
+    r.ranks = q.ranks;
+    r.count = q.count;
+    r.root = q.root;
+    r.granule = q.granule;
+    r.block_stride = q.block_stride;
+    r.node_of = q.node_of;
+    ir::program prog = algo::lower(sched, r);
+    if (checks) ir::verify_or_throw(prog, {.commutative = commutative, .executions = 2});
+    return prog;
+  });
+  return {std::move(e), std::move(fa.op), std::move(sched)};
+}
+
+}  // namespace detail
+
+/// A persistent collective over Kokkos::Views on an MPI communicator, run on
+/// an `ExecSpace` instance given per call; see the file comment for the
+/// ordering contract. Example:
+///   auto p = collc::kokkos::make_allreduce<Kokkos::Serial, double>(comm, 2);
+///   p(Kokkos::Serial(), local, global);
+template <class ExecSpace, class T, class Op = plus>
+class plan {
+  static_assert(host_capable_v<ExecSpace>,
+                "collc::kokkos::plan: ExecSpace must be a Kokkos execution space that can access HostSpace; "
+                "device execution spaces need a device path (IPC handles), which collc does not have yet");
+  static_assert(std::is_trivially_copyable_v<T>, "collc::kokkos::plan: T must be trivially copyable");
+
+ public:
+  using execution_space = ExecSpace;
+  using value_type = T;
+
+  plan(plan&&) noexcept = default;
+  plan& operator=(plan&& o) noexcept {
+    if (this != &o) {
+      finish_quietly();
+      b_ = std::move(o.b_);
+      exec_ = std::move(o.exec_);
+    }
+    return *this;
+  }
+  ~plan() { finish_quietly(); }
+
+  // --- execution ----------------------------------------------------------------
+
+  /// Blocking: `p(exec, send, recv)`. At a non-root of reduce, `recv` may be
+  /// an empty View.
+  template <class SendView, class RecvView>
+  requires(detail::is_view_v<SendView>&& detail::is_view_v<RecvView>) void operator()(const ExecSpace& exec,
+                                                                                      const SendView& send,
+                                                                                      const RecvView& recv) {
+    start(exec, send, recv);
+    wait();
+  }
+  /// In place, MPI's layout per collective (see collc/plan.hpp); bcast: its only buffer.
+  template <class View>
+  void operator()(const ExecSpace& exec, in_place_t, const View& buf) {
+    start(exec, in_place, buf);
+    wait();
+  }
+  template <class View>
+  requires detail::is_view_v<View>
+  void operator()(const ExecSpace& exec, const View& buf) { (*this)(exec, in_place, buf); }
+
+  /// Starts a call: fences `exec`, then runs until the first wait for a peer.
+  template <class SendView, class RecvView>
+  requires(detail::is_view_v<SendView>&& detail::is_view_v<RecvView>) void start(const ExecSpace& exec,
+                                                                                 const SendView& send,
+                                                                                 const RecvView& recv) {
+    detail::check_view<SendView, ExecSpace, T, false>();
+    detail::check_view<RecvView, ExecSpace, T, true>();
+    const collective c = kind();
+    if (c == collective::bcast) throw error(errc::invalid_argument, name() + ": bcast takes one buffer: p(exec, buf)");
+    const bool root_only = c == collective::reduce && !is_root();
+    const T* s = contiguous("send", send);
+    T* r = contiguous("recv", recv);
+    const std::size_t rn = recv.extent(0);
+    check("send", s, send.extent(0), send_count());
+    if (!root_only || rn != 0) check("recv", r, rn, recv_count());
+    if (!root_only) {
+      const auto* sb = reinterpret_cast<const std::byte*>(s);
+      const auto* rb = reinterpret_cast<const std::byte*>(r);
+      const std::size_t sn = send.extent(0) * sizeof(T), rnb = rn * sizeof(T);
+      if (sn != 0 && rnb != 0 && sb < rb + rnb && rb < sb + sn)
+        throw error(errc::invalid_argument, name() + ": send View \"" + send.label() + "\" overlaps recv View \"" +
+                                                recv.label() + "\"; use collc::in_place for in-place execution");
+    }
+    begin(exec, [&](collc::detail::engine& e) { e.begin(s, root_only ? nullptr : r, false, root_only); });
+  }
+  template <class View>
+  void start(const ExecSpace& exec, in_place_t, const View& buf) {
+    detail::check_view<View, ExecSpace, T, true>();
+    T* b = contiguous("in-place", buf);
+    check("in-place", b, buf.extent(0), in_place_count());
+    begin(exec, [&](collc::detail::engine& e) {
+      switch (kind()) {
+        case collective::allreduce:
+        case collective::reduce_scatter: e.begin(b, b, true, false); break;
+        case collective::allgather: e.begin(b + static_cast<std::size_t>(e.rank()) * count(), b, true, false); break;
+        case collective::reduce:
+          if (is_root())
+            e.begin(b, b, true, false);
+          else
+            e.begin(b, nullptr, false, true);
+          break;
+        case collective::bcast: e.begin(nullptr, b, false, false); break;
+      }
+    });
+  }
+  template <class View>
+  requires detail::is_view_v<View>
+  void start(const ExecSpace& exec, const View& buf) { start(exec, in_place, buf); }
+
+  /// Completes the call begun by start(); `recv` is then ready (no pending work).
+  void wait() {
+    if (!exec_) return;
+    advance(true);
+    engine().acknowledge();
+  }
+  /// Advances without blocking; true once the call is complete.
+  bool test() {
+    if (!exec_) return true;
+    const bool done = advance(false);
+    if (done) engine().acknowledge();
+    return done;
+  }
+
+  // --- what was built -------------------------------------------------------------
+
+  [[nodiscard]] collective kind() const noexcept { return b_.engine->shape().coll; }
+  [[nodiscard]] std::size_t count() const noexcept { return b_.engine->shape().count; }
+  [[nodiscard]] int root() const noexcept { return b_.engine->shape().root; }
+  [[nodiscard]] int ranks() const noexcept { return b_.engine->size(); }
+  /// Elements expected in the send / recv / in-place View on this rank.
+  [[nodiscard]] std::size_t send_count() const noexcept {
+    return kind() == collective::reduce_scatter ? count() * static_cast<std::size_t>(ranks())
+           : kind() == collective::bcast        ? 0
+                                                : count();
+  }
+  [[nodiscard]] std::size_t recv_count() const noexcept {
+    return kind() == collective::allgather ? count() * static_cast<std::size_t>(ranks()) : count();
+  }
+  [[nodiscard]] std::size_t in_place_count() const noexcept { return std::max(send_count(), recv_count()); }
+  [[nodiscard]] const algo::schedule& schedule() const noexcept { return b_.sched; }
+  [[nodiscard]] std::string schedule_name() const { return b_.sched.to_string(); }
+  [[nodiscard]] const std::string& name() const noexcept { return b_.engine->name(); }
+  [[nodiscard]] std::size_t chunk_elements() const noexcept { return b_.engine->chunk_count(); }
+  [[nodiscard]] std::size_t executions_per_call() const noexcept { return b_.engine->executions_per_call(); }
+  /// The lowered programs (chunk, then tail if any) and this rank's program rank.
+  [[nodiscard]] const std::vector<ir::program>& programs() const noexcept { return b_.engine->programs(); }
+  [[nodiscard]] int program_rank() const noexcept { return b_.engine->program_rank(); }
+  [[nodiscard]] bool uses_messages() const noexcept { return b_.engine->sends_messages(); }
+
+  /// Built by the make_* factories below.
+  explicit plan(detail::built<Op> b) : b_(std::move(b)) {}
+
+ private:
+  collc::detail::engine& engine() const noexcept { return *b_.engine; }
+  [[nodiscard]] bool is_root() const noexcept { return b_.engine->rank() == root(); }
+
+  // The fence on entry is the contract's first point: the caller's earlier
+  // work on `exec` is done before the host, MPI or a kernel touches the views.
+  template <class Begin>
+  void begin(const ExecSpace& exec, Begin&& begin_engine) {
+    detail::fence(exec);
+    begin_engine(engine());
+    exec_ = exec;
+    advance(false);
+  }
+
+  bool advance(bool block) {
+    try {
+      return engine().template advance<T>(b_.op, block, detail::exec_kernels<ExecSpace>{*exec_});
+    } catch (...) {
+      exec_->fence();  // leave no collc kernel running on the user's views
+      throw;
+    }
+  }
+
+  template <class View>
+  T* contiguous(const char* what, const View& v) const {
+    const std::size_t n = v.extent(0);
+    if (n > 1 && (!v.span_is_contiguous() || v.stride(0) != 1))
+      throw error(errc::invalid_argument, name() + ": " + what + " View \"" + v.label() +
+                                              "\" is not contiguous (stride " + std::to_string(v.stride(0)) +
+                                              "); collc takes contiguous rank-1 Views: deep_copy into one first");
+    return const_cast<T*>(v.data());
+  }
+  void check(const char* what, const T* data, std::size_t size, std::size_t expected) const {
+    if (size != expected)
+      throw error(errc::invalid_argument, name() + ": " + what + " View has " + std::to_string(size) +
+                                              " elements, the plan needs " + std::to_string(expected));
+    if (expected > 0 && data == nullptr)
+      throw error(errc::invalid_argument,
+                  name() + ": " + what + " View is unallocated, the plan needs " + std::to_string(expected));
+  }
+
+  void finish_quietly() noexcept {
+    if (b_.engine && exec_ && b_.engine->active() && !b_.engine->failed()) try {
+        advance(true);
+      } catch (...) {
+      }
+  }
+
+  detail::built<Op> b_;
+  std::optional<ExecSpace> exec_;
+};
+
+// --- factories (collective over comm, like collc::make_*) ----------------------------
+
+/// Allreduce of `count` elements per rank. Example:
+///   auto p = collc::kokkos::make_allreduce<Kokkos::Serial, double, Kokkos::Max<double>>(comm, n);
+template <class ExecSpace, class T, class Op = plus, class... A>
+plan<ExecSpace, T, op_t<Op>> make_allreduce(MPI_Comm comm, std::size_t count, A&&... args) {
+  static_assert(reduction_op<op_t<Op>, T>,
+                "collc::kokkos::make_allreduce: Op must be callable as T(const T&, const T&) or a Kokkos reducer");
+  return plan<ExecSpace, T, op_t<Op>>(
+      detail::build<T, op_t<Op>>(collective::allreduce, comm, count, 0, std::forward<A>(args)...));
+}
+/// Reduce_scatter_block: send holds P blocks of `count`. Example:
+///   auto p = collc::kokkos::make_reduce_scatter<Kokkos::Serial, long>(comm, 4);  p(exec, send /* 4P */, recv /* 4 */);
+template <class ExecSpace, class T, class Op = plus, class... A>
+plan<ExecSpace, T, op_t<Op>> make_reduce_scatter(MPI_Comm comm, std::size_t count, A&&... args) {
+  static_assert(reduction_op<op_t<Op>, T>,
+                "collc::kokkos::make_reduce_scatter: Op must be callable as T(const T&, const T&) or a Kokkos reducer");
+  return plan<ExecSpace, T, op_t<Op>>(
+      detail::build<T, op_t<Op>>(collective::reduce_scatter, comm, count, 0, std::forward<A>(args)...));
+}
+/// Allgather of `count` elements per rank into P blocks. Example:
+///   auto p = collc::kokkos::make_allgather<Kokkos::Serial, int>(comm, 2);  p(exec, mine /* 2 */, all /* 2P */);
+template <class ExecSpace, class T, class... A>
+plan<ExecSpace, T> make_allgather(MPI_Comm comm, std::size_t count, A&&... args) {
+  return plan<ExecSpace, T>(detail::build<T, plus>(collective::allgather, comm, count, 0, std::forward<A>(args)...));
+}
+/// Reduce of `count` elements to `root`. Example:
+///   auto p = collc::kokkos::make_reduce<Kokkos::Serial, double, collc::min>(comm, n, 0);  p(exec, x, y);
+template <class ExecSpace, class T, class Op = plus, class... A>
+plan<ExecSpace, T, op_t<Op>> make_reduce(MPI_Comm comm, std::size_t count, int root, A&&... args) {
+  static_assert(reduction_op<op_t<Op>, T>,
+                "collc::kokkos::make_reduce: Op must be callable as T(const T&, const T&) or a Kokkos reducer");
+  return plan<ExecSpace, T, op_t<Op>>(
+      detail::build<T, op_t<Op>>(collective::reduce, comm, count, root, std::forward<A>(args)...));
+}
+/// Broadcast of `count` elements from `root`. Example:
+///   auto p = collc::kokkos::make_bcast<Kokkos::Serial, char>(comm, 64, 0);  p(exec, buf);
+template <class ExecSpace, class T, class... A>
+plan<ExecSpace, T> make_bcast(MPI_Comm comm, std::size_t count, int root, A&&... args) {
+  return plan<ExecSpace, T>(detail::build<T, plus>(collective::bcast, comm, count, root, std::forward<A>(args)...));
+}
+
+/// Any collective by value (what the tests use to cover all five alike).
+template <class ExecSpace, class T, class Op = plus, class... A>
+plan<ExecSpace, T, op_t<Op>> make_plan(collective coll, MPI_Comm comm, std::size_t count, int root, A&&... args) {
+  return plan<ExecSpace, T, op_t<Op>>(detail::build<T, op_t<Op>>(coll, comm, count, root, std::forward<A>(args)...));
+}
+
+}  // namespace collc::kokkos
