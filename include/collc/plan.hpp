@@ -36,6 +36,7 @@
 /// calls happens only inside them.
 #include <collc/algo/lower.hpp>
 #include <collc/algo/presets.hpp>
+#include <collc/algo/select.hpp>
 #include <collc/backend/mpi/engine.hpp>
 #include <collc/backend/mpi/options.hpp>
 #include <collc/error.hpp>
@@ -148,7 +149,18 @@ inline algo::schedule resolve_schedule(const schedule_request& req, collective c
                   "schedule " + req.sched.to_string() + " is a cyclic shift, which needs a commutative operator");
     return req.sched;
   }
-  if (req.kind == schedule_request::by_default) return algo::default_schedule(coll, P, bytes, commutative, node_of);
+  if (req.kind == schedule_request::by_default) {
+    // Expert overrides first (COLLC_ALGO / COLLC_FACTORS, like MPICH CVARs;
+    // they must be set alike on every rank). Then, on one node, the measured
+    // simple rule (default_schedule: fastest here and free to compute, so a
+    // second plan sets up in microseconds); across nodes, the cost-model
+    // selector, which the simple rule cannot match at scale.
+    if (auto chosen = algo::override_from_env(coll, P, commutative)) return *chosen;
+    bool one_node = true;
+    for (int n : node_of) one_node = one_node && n == node_of.front();
+    return one_node ? algo::default_schedule(coll, P, bytes, commutative, node_of)
+                    : algo::select(coll, P, bytes, commutative, node_of);
+  }
   // A factor set: recursive exchange if it fits P exactly, else cyclic shift.
   const factor_set fs(std::span<const int>(req.factors));
   const auto rec = validate(fs, P, coll, schedule_kind::recursive);

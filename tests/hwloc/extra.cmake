@@ -1,0 +1,15 @@
+# Tests of the hwloc component (tests/hwloc/test_*.cpp): single-process
+# Catch2 tests linking collc::hwloc. Included from tests/CMakeLists.txt:
+#   if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/hwloc/extra.cmake)
+#     include(${CMAKE_CURRENT_SOURCE_DIR}/hwloc/extra.cmake)
+#   endif()
+if(TARGET collc::hwloc)
+  file(GLOB COLLC_HWLOC_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/hwloc/test_*.cpp)
+  foreach(src IN LISTS COLLC_HWLOC_TESTS)
+    get_filename_component(name ${src} NAME_WE)
+    add_executable(hwloc_${name} ${src})
+    target_link_libraries(hwloc_${name} PRIVATE collc_catch_main collc::hwloc collc_warnings)
+    add_test(NAME hwloc_${name} COMMAND hwloc_${name})
+    set_tests_properties(hwloc_${name} PROPERTIES TIMEOUT 120)
+  endforeach()
+endif()
