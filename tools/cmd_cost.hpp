@@ -29,6 +29,7 @@
 #include <collc/algo/presets.hpp>
 #include <collc/enumerate.hpp>
 #include <collc/error.hpp>
+#include "options.hpp"
 
 namespace collc::tool {
 
@@ -79,19 +80,9 @@ inline constexpr std::uint64_t search_limit = 200000;
 
 inline cost_options parse_cost_options(std::span<const std::string_view> args) {
   cost_options o;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string_view a = args[i], value;
-    bool has_value = false;
-    if (const auto eq = a.find('='); a.starts_with("--") && eq != std::string_view::npos) {
-      value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-      has_value = true;
-    }
-    auto next = [&]() -> std::string_view {
-      if (has_value) return value;
-      if (i + 1 >= args.size()) throw error(errc::invalid_argument, fmt::format("{} needs a value", a));
-      return args[++i];
-    };
+  for (option_cursor opt(args); opt.more(); opt.advance()) {
+    const std::string_view a = opt.name();
+    auto next = [&]() -> std::string_view { return opt.value(); };
     using detail::parse_int_in;
     using detail::parse_positive_double;
     if (a == "--ranks") {
@@ -135,7 +126,7 @@ inline cost_options parse_cost_options(std::span<const std::string_view> args) {
     } else if (a == "--shm-bandwidth") {
       o.model.shm_bandwidth = parse_positive_double(a, next(), false);
     } else {
-      throw error(errc::invalid_argument, fmt::format("unknown option '{}'", args[i]));
+      throw error(errc::invalid_argument, fmt::format("unknown option '{}'", opt.raw()));
     }
   }
   if (o.ranks == 0) throw error(errc::invalid_argument, "--ranks P is required");

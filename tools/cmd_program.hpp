@@ -17,6 +17,7 @@
 #include <collc/algo/presets.hpp>
 #include <collc/ir/text.hpp>
 #include <collc/ir/verify.hpp>
+#include "options.hpp"
 
 namespace collc::tool {
 
@@ -51,19 +52,9 @@ inline long long parse_integer(std::string_view flag, std::string_view text, lon
 
 inline program_options parse_program_options(std::span<const std::string_view> args) {
   program_options o;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string_view a = args[i], value;
-    bool has_value = false;
-    if (const auto eq = a.find('='); a.starts_with("--") && eq != std::string_view::npos) {
-      value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-      has_value = true;
-    }
-    auto next = [&]() -> std::string_view {
-      if (has_value) return value;
-      if (i + 1 >= args.size()) throw error(errc::invalid_argument, fmt::format("{} needs a value", a));
-      return args[++i];
-    };
+  for (option_cursor opt(args); opt.more(); opt.advance()) {
+    const std::string_view a = opt.name();
+    auto next = [&]() -> std::string_view { return opt.value(); };
     if (a == "--ranks") {
       o.ranks = static_cast<int>(parse_integer(a, next(), 1, 1 << 16));
     } else if (a == "--factors") {
@@ -121,7 +112,7 @@ inline program_options parse_program_options(std::span<const std::string_view> a
     } else if (a == "--dot") {
       o.dot = std::string(next());
     } else {
-      throw error(errc::invalid_argument, fmt::format("unknown option '{}'", args[i]));
+      throw error(errc::invalid_argument, fmt::format("unknown option '{}'", opt.raw()));
     }
   }
   if (o.ranks == 0) throw error(errc::invalid_argument, "--ranks P is required");

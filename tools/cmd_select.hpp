@@ -21,6 +21,7 @@
 #include <collc/algo/select.hpp>
 #include <collc/error.hpp>
 #include <collc/topology.hpp>
+#include "options.hpp"
 #if COLLC_HAS_HWLOC
 #include <collc/backend/hwloc/topology.hpp>
 #endif
@@ -67,19 +68,9 @@ inline int run_select(std::span<const std::string_view> args) {
   std::size_t bytes = 8;
   collective coll = collective::allreduce;
   algo::select_options opt;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string_view a = args[i], value;
-    bool has_value = false;
-    if (const auto eq = a.find('='); a.starts_with("--") && eq != std::string_view::npos) {
-      value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-      has_value = true;
-    }
-    auto next = [&]() -> std::string_view {
-      if (has_value) return value;
-      if (i + 1 >= args.size()) throw error(errc::invalid_argument, fmt::format("{} needs a value", a));
-      return args[++i];
-    };
+  for (option_cursor cur(args); cur.more(); cur.advance()) {
+    const std::string_view a = cur.name();
+    auto next = [&]() -> std::string_view { return cur.value(); };
     if (a == "--topology") {
       topology = std::string(next());
       topology_given = true;
@@ -122,7 +113,7 @@ inline int run_select(std::span<const std::string_view> args) {
         throw error(errc::invalid_argument,
                     fmt::format("--op must be sum, prod, min, max or matmul (non-commutative), got '{}'", v));
     } else {
-      throw error(errc::invalid_argument, fmt::format("unknown option '{}'", args[i]));
+      throw error(errc::invalid_argument, fmt::format("unknown option '{}'", cur.raw()));
     }
   }
   if (ranks == 0) throw error(errc::invalid_argument, "--ranks P is required");
