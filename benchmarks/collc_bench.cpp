@@ -7,11 +7,11 @@
 // Method (docs/benchmarks.md has the column-by-column description):
 //  - per size: build the plan (timed: max over ranks), check collc's result,
 //    MPI's blocking result and (where the library has them) MPI's persistent
-//    result against an exact closed-form reference; a wrong answer is
+//    result against a reference the harness computes itself; a wrong answer is
 //    reported as WRONG and that size is not timed;
 //  - timing: `warmup` untimed, then `reps` timed repetitions; one repetition
 //    times `iters` back-to-back calls of each side, sides in alternation
-//    (A B C, then C B A, ...), a barrier before each side's batch; the time of
+//    (A B C, then C B A, ...), a yielding barrier before each side's batch; the time of
 //    a repetition is the maximum over ranks (MPI_Reduce MAX);
 //  - summary: min / median / max per side and the median of the per-repetition
 //    ratio collc / MPI (pairs from the same repetition, so load changes on the
@@ -95,6 +95,7 @@ struct bench_options {
   std::string csv;
   bool corrupt = false;  // test hook: damage collc's result before the check
   bool show = false;     // print the lowered programs (diagnosis)
+  int only = -1;         // time only this side (0 collc, 1 MPI, 2 MPI persistent; diagnosis, e.g. under perf)
 };
 
 constexpr const char* usage_text =
@@ -118,7 +119,8 @@ constexpr const char* usage_text =
     "  --no-persistent    skip MPI's persistent collectives\n"
     "  --root R           root of reduce and bcast (default 0)\n"
     "  --csv FILE         also write the results as CSV\n"
-    "  --show-programs    print each size's lowered programs (collc's text form) on stderr\n";
+    "  --show-programs    print each size's lowered programs (collc's text form) on stderr\n"
+    "  --only SIDE        time only collc, mpi or mpip (for profiling one side; no ratios)\n";
 
 struct usage_error {
   std::string message;
@@ -250,6 +252,10 @@ bench_options parse_args(int argc, char** argv) {
       o.root = parse_int(value(), "--root", 0);
     } else if (a == "--csv") {
       o.csv = value();
+    } else if (a == "--only") {
+      const std::string_view v = value();
+      o.only = v == "collc" ? 0 : v == "mpi" ? 1 : v == "mpip" ? 2 : -2;
+      if (o.only == -2) throw usage_error{"--only expects collc, mpi or mpip, got '" + std::string(v) + "'"};
     } else if (a == "--show-programs") {
       o.show = true;
     } else if (a == "--corrupt-for-test") {
@@ -358,6 +364,21 @@ double memcpy_bandwidth(MPI_Comm comm, std::size_t llc) {
     }
   }
   return bw;
+}
+
+/// A barrier that yields the core while it waits. MPICH polls without
+/// yielding, so on an oversubscribed node a rank spinning in MPI_Barrier
+/// holds its core for a whole scheduler tick while a rank sharing that core
+/// still has to finish its batch: every timed batch would then end with a
+/// tick (milliseconds) that neither side's own calls cause.
+void yielding_barrier(MPI_Comm comm) {
+  MPI_Request rq = MPI_REQUEST_NULL;
+  MPI_Ibarrier(comm, &rq);
+  for (int done = 0;;) {
+    MPI_Test(&rq, &done, MPI_STATUS_IGNORE);
+    if (done) return;
+    std::this_thread::yield();
+  }
 }
 
 // --- types, operators, reference values ------------------------------------
@@ -741,9 +762,10 @@ row run_size(const context& cx, collective c, std::size_t bytes) {
     iters = std::clamp<std::size_t>((std::size_t{8} << 20) / std::max<std::size_t>(L.bytes, 1), 2, 1000);
     double slowest = 0;
     for (int side = 0; side < sides; ++side) {
+      if (cx.opt.only >= 0 && side != cx.opt.only) continue;
       double best = 1e30;
       for (int k = 0; k < 2; ++k) {
-        MPI_Barrier(cx.comm);
+        yielding_barrier(cx.comm);
         const double start = MPI_Wtime();
         run_side(side, 0);
         best = std::min(best, MPI_Wtime() - start);
@@ -761,7 +783,8 @@ row run_size(const context& cx, collective c, std::size_t bytes) {
   for (int rep = 0; rep < total; ++rep) {
     for (int k = 0; k < sides; ++k) {
       const int side = rep % 2 == 0 ? k : sides - 1 - k;  // A B C, then C B A
-      MPI_Barrier(cx.comm);
+      if (cx.opt.only >= 0 && side != cx.opt.only) continue;
+      yielding_barrier(cx.comm);
       const double start = MPI_Wtime();
       for (std::size_t it = 0; it < iters; ++it) run_side(side, next++ % slots);
       const double per_call = (MPI_Wtime() - start) / static_cast<double>(iters);
@@ -784,8 +807,9 @@ row run_size(const context& cx, collective c, std::size_t bytes) {
       return std::vector<double>(tmax.begin() + s * reps, tmax.begin() + (s + 1) * reps);
     };
     const auto a = side_of(0), b = side_of(1), p = side_of(2);
-    out.collc_t = summarize(a);
-    out.mpi_t = summarize(b);
+    const auto timed = [&](int s) { return cx.opt.only < 0 || cx.opt.only == s; };
+    if (timed(0)) out.collc_t = summarize(a);
+    if (timed(1)) out.mpi_t = summarize(b);
     std::vector<double> r, rp, rb;
     for (int i = 0; i < reps; ++i) {
       r.push_back(a[i] / b[i]);
@@ -794,8 +818,10 @@ row run_size(const context& cx, collective c, std::size_t bytes) {
         rb.push_back(a[i] / std::min(b[i], p[i]));
       }
     }
-    out.ratio = median(r);
-    if (with_p) {
+    out.ratio = cx.opt.only < 0 ? median(r) : NAN;
+    if (with_p && cx.opt.only >= 0) {
+      if (timed(2)) out.mpip_t = summarize(p);
+    } else if (with_p) {
       out.mpip_t = summarize(p);
       out.ratio_p = median(rp);
       out.ratio_best = median(rb);
