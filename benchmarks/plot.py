@@ -4,6 +4,8 @@
   plot.py merge  CSV... -o merged.csv     best library per size (and rounds combined)
   plot.py table  CSV... [--coll allreduce] [--rotate 0|1] [--column ratio_best]
                                            markdown table: one row per size, one column per P
+                                           (o / m: Open MPI / MPICH was better; *: an MPI side
+                                           of that size went wrong and was left out)
   plot.py bars   CSV...                    the allreduce bars of docs/benchmarks.md, met or not
   plot.py plot   CSV... -o DIR             PNGs: time vs size for each side, and the ratio curve
 
@@ -91,6 +93,11 @@ def combine_rounds(rows):
     return out
 
 
+def collc_failed(check):
+    """collc's own failures (as opposed to an MPI side that went wrong)."""
+    return "WRONG" in check or "setup error" in check
+
+
 def best_mpi_us(e):
     """The faster of the library's blocking and persistent medians, and which."""
     b, p = e["mpi_med_us"], e["mpip_med_us"]
@@ -169,11 +176,12 @@ def cmd_table(args):
             m = cell.get((p, b))
             if m is None:
                 vals.append("")
-            elif m["check"] != "ok":
+            elif collc_failed(m["check"]):
                 vals.append("WRONG" if "WRONG" in m["check"] else "err")
             else:
                 v = m[args.column]
                 mark = {"openmpi": "o", "mpich": "m"}.get(m["best_library"], "?") if args.column == "ratio_best" else ""
+                mark += "*" if m["check"] != "ok" else ""  # an MPI side went wrong and was left out
                 vals.append(f"{v:.2f}{mark}" if isinstance(v, float) else str(v))
         print(f"| {size_label(b)} | " + " | ".join(vals) + " |")
 
@@ -201,8 +209,8 @@ def cmd_bars(args):
             sel = [m for m in out if m["rotate"] == rotate and int(m["P"]) in Ps and lo <= int(m["bytes"]) <= hi]
             if not sel:
                 continue
-            worst = max(sel, key=lambda m: m["ratio_best"] if m["check"] == "ok" else math.inf)
-            bad = [m for m in sel if m["check"] != "ok" or not m["ratio_best"] <= bound * slack]
+            worst = max(sel, key=lambda m: m["ratio_best"] if not collc_failed(m["check"]) else math.inf)
+            bad = [m for m in sel if collc_failed(m["check"]) or not m["ratio_best"] <= bound * slack]
             verdict = "met" if not bad else "NOT met"
             status |= bool(bad)
             where = ", ".join(f"P={m['P']} {size_label(m['bytes'])}: {m['ratio_best']:.3f}" for m in bad[:8])
@@ -275,7 +283,7 @@ def cmd_plot(args):
         rx.legend(fontsize=8)
         fig.tight_layout()
         path = os.path.join(args.output, f"{coll}_{typ}_{op}_p{P}{'_rotate' if rotate == '1' else ''}.png")
-        fig.savefig(path, dpi=110)
+        fig.savefig(path, dpi=90)
         plt.close(fig)
         print("wrote", path)
     # Overview: the ratio against the better library, one curve per P.
@@ -299,7 +307,7 @@ def cmd_plot(args):
         ax.legend(fontsize=8)
         fig.tight_layout()
         path = os.path.join(args.output, f"{coll}_{typ}_{op}_ratio{'_rotate' if rotate == '1' else ''}.png")
-        fig.savefig(path, dpi=110)
+        fig.savefig(path, dpi=90)
         plt.close(fig)
         print("wrote", path)
 
