@@ -255,44 +255,11 @@ inline double recexch_time(collective c, const std::vector<int>& rs, const std::
 inline double recursive_time(const schedule& s, collective c, const cost_shape& sh, double bytes,
                              const ir::machine_model& m) {
   const int P = sh.P;
-  const std::vector<int> f = radices(s.factors);
-  auto bad = [&](const std::string& why) {
-    return error(errc::invalid_factor_set,
-                 "recursive exchange " + join(f) + " for " + std::to_string(P) + " ranks: " + why);
-  };
-  if (f.empty()) throw bad("the factor set is empty");
-  const phases ph = split(f);
-  std::vector<int> rs = ph.rs, re;
-  switch (c) {
-    case collective::allreduce:
-    case collective::reduce: {
-      if (ph.ag.size() < rs.size()) throw bad("fewer positive radices than negative ones");
-      const std::size_t j = ph.ag.size() - rs.size();
-      re.assign(ph.ag.begin(), ph.ag.begin() + static_cast<std::ptrdiff_t>(j));
-      for (std::size_t t = 0; t < rs.size(); ++t)
-        if (ph.ag[j + t] != rs[rs.size() - 1 - t]) throw bad("allgather tail does not mirror the reduce-scatter head");
-      break;
-    }
-    case collective::reduce_scatter:
-      if (!ph.ag.empty()) throw bad("reduce_scatter takes negative radices only");
-      break;
-    case collective::allgather:
-    case collective::bcast:
-      if (!rs.empty()) throw bad(std::string(to_string(c)) + " takes positive radices only");
-      rs.assign(ph.ag.rbegin(), ph.ag.rend());
-      break;
-  }
-  const std::int64_t total = product(rs) * product(re);
-  if (!s.fold) {
-    if (total != P)
-      throw bad("product of the radices (" + std::to_string(total) + ") must equal the number of ranks (" +
-                std::to_string(P) + ")");
-    return recexch_time(c, rs, re, sh, bytes, m);
-  }
-  if (c != collective::allreduce) throw bad("folding is implemented for allreduce only");
-  if (total >= P || 2 * total < P)
-    throw bad("folding needs a radix product (" + std::to_string(total) +
-              ") below the number of ranks and at least half of it");
+  const exchange_steps st = recursive_steps(s, c, P);
+  const std::vector<int>& rs = st.rs;
+  const std::vector<int>& re = st.re;
+  if (!s.fold) return recexch_time(c, rs, re, sh, bytes, m);
+  const std::int64_t total = st.product;
   // Fold in (2i hands its vector to 2i+1, which adds it), the exchange over
   // F virtual ranks, fold out (2i+1 hands the result back).
   const int F = static_cast<int>(total);

@@ -228,26 +228,34 @@ constexpr ir::program lower_folded(const std::vector<int>& rs, const std::vector
 
 constexpr std::vector<int> radices(const factor_set& f) { return {f.begin(), f.end()}; }
 
-constexpr ir::program lower_recursive(const schedule& s, const lower_request& q) {
-  const int P = q.ranks;
+/// The steps a recursive-exchange schedule runs for a collective, checked
+/// against P (the errors name the set and the rule): reduce-scatter radices
+/// `rs` and reduce-exchange radices `re`; allgather and bcast run the
+/// allgather tail of {-rs.., rs reversed}. `product` is the ranks the
+/// exchange spans: P, or fewer with `fold`. Shared by lowering and the cost model.
+struct exchange_steps {
+  std::vector<int> rs, re;
+  std::int64_t product = 1;
+};
+
+constexpr exchange_steps recursive_steps(const schedule& s, collective c, int P) {
   const std::vector<int> f = radices(s.factors);
-  const phases ph = split(f);
-  std::string name;  // for humans; not built during constant evaluation
-  if (!std::is_constant_evaluated()) name = s.to_string();
   auto bad = [&](const std::string& why) {
     return error(errc::invalid_factor_set,
                  "recursive exchange " + join(f) + " for " + std::to_string(P) + " ranks: " + why);
   };
   if (f.empty()) throw bad("the factor set is empty");
-  std::vector<int> rs = ph.rs, re;
-  switch (q.coll) {
+  const phases ph = split(f);
+  exchange_steps st{ph.rs, {}, 1};
+  switch (c) {
     case collective::allreduce:
     case collective::reduce: {
-      if (ph.ag.size() < rs.size()) throw bad("fewer positive radices than negative ones");
-      const std::size_t j = ph.ag.size() - rs.size();
-      re.assign(ph.ag.begin(), ph.ag.begin() + static_cast<std::ptrdiff_t>(j));
-      for (std::size_t t = 0; t < rs.size(); ++t)
-        if (ph.ag[j + t] != rs[rs.size() - 1 - t]) throw bad("allgather tail does not mirror the reduce-scatter head");
+      if (ph.ag.size() < st.rs.size()) throw bad("fewer positive radices than negative ones");
+      const std::size_t j = ph.ag.size() - st.rs.size();
+      st.re.assign(ph.ag.begin(), ph.ag.begin() + static_cast<std::ptrdiff_t>(j));
+      for (std::size_t t = 0; t < st.rs.size(); ++t)
+        if (ph.ag[j + t] != st.rs[st.rs.size() - 1 - t])
+          throw bad("allgather tail does not mirror the reduce-scatter head");
       break;
     }
     case collective::reduce_scatter:
@@ -255,21 +263,31 @@ constexpr ir::program lower_recursive(const schedule& s, const lower_request& q)
       break;
     case collective::allgather:
     case collective::bcast:
-      if (!rs.empty()) throw bad(std::string(to_string(q.coll)) + " takes positive radices only");
-      rs.assign(ph.ag.rbegin(), ph.ag.rend());  // allgather tail of {-rs.., rs reversed}
+      if (!st.rs.empty()) throw bad(std::string(to_string(c)) + " takes positive radices only");
+      st.rs.assign(ph.ag.rbegin(), ph.ag.rend());
       break;
   }
-  const std::int64_t total = product(rs) * product(re);
+  st.product = product(st.rs) * product(st.re);
   if (s.fold) {
-    if (q.coll != collective::allreduce) throw bad("folding is implemented for allreduce only");
-    if (total >= P || 2 * total < P)
-      throw bad("folding needs a radix product (" + std::to_string(total) +
+    if (c != collective::allreduce) throw bad("folding is implemented for allreduce only");
+    if (st.product >= P || 2 * st.product < P)
+      throw bad("folding needs a radix product (" + std::to_string(st.product) +
                 ") below the number of ranks and at least half of it");
-    return lower_folded(rs, re, q, name);
-  }
-  if (total != P)
-    throw bad("product of the radices (" + std::to_string(total) + ") must equal the number of ranks (" +
+  } else if (st.product != P) {
+    throw bad("product of the radices (" + std::to_string(st.product) + ") must equal the number of ranks (" +
               std::to_string(P) + ")");
+  }
+  return st;
+}
+
+constexpr ir::program lower_recursive(const schedule& s, const lower_request& q) {
+  const int P = q.ranks;
+  std::string name;  // for humans; not built during constant evaluation
+  if (!std::is_constant_evaluated()) name = s.to_string();
+  const exchange_steps st = recursive_steps(s, q.coll, P);
+  if (s.fold) return lower_folded(st.rs, st.re, q, name);
+  const std::vector<int>& rs = st.rs;
+  const std::vector<int>& re = st.re;
 
   builder b = make_builder(q);
   positions pos;
