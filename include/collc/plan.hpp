@@ -142,7 +142,7 @@ struct factory_args {
 
 /// The schedule for `req` on `P` program ranks: validated, the family decided.
 inline algo::schedule resolve_schedule(const schedule_request& req, collective coll, int P, std::size_t bytes,
-                                       bool commutative, const std::vector<int>& node_of) {
+                                       bool commutative, const std::vector<int>& node_of, int node_cores = 0) {
   if (req.kind == schedule_request::explicit_schedule) {
     if (req.sched.fam == algo::family::cyclic_shift && !commutative && reduces(coll))
       throw error(errc::not_commutative,
@@ -158,7 +158,7 @@ inline algo::schedule resolve_schedule(const schedule_request& req, collective c
     if (auto chosen = algo::override_from_env(coll, P, commutative)) return *chosen;
     bool one_node = true;
     for (int n : node_of) one_node = one_node && n == node_of.front();
-    return one_node ? algo::default_schedule(coll, P, bytes, commutative, node_of)
+    return one_node ? algo::default_schedule(coll, P, bytes, commutative, node_of, node_cores)
                     : algo::select(coll, P, bytes, commutative, node_of);
   }
   // A factor set: recursive exchange if it fits P exactly, else cyclic shift.
@@ -357,32 +357,44 @@ class plan {
 
 namespace detail {
 
-/// The factories' common body (see the file comment); collective over `comm`.
+/// An engine set up and built for a request, with the operator and the
+/// schedule it runs: the common body of collc's factories and of the other
+/// backends' (backend/kokkos); collective over `comm`. `who` names the
+/// factory family in error messages ("collc::make_", "collc::kokkos::make_").
+template <class Op>
+struct built_engine {
+  std::unique_ptr<engine> e;
+  Op op;
+  algo::schedule sched;
+};
+
 template <class T, class Op, class... A>
-plan<T, Op> make_plan(collective coll, MPI_Comm comm, std::size_t count, int root, A&&... args) {
+built_engine<Op> build_engine(const char* who, collective coll, MPI_Comm comm, std::size_t count, int root,
+                              A&&... args) {
   static_assert(std::is_trivially_copyable_v<T>, "collc::make_*: T must be trivially copyable");
-  detail::factory_args<Op> fa;
+  factory_args<Op> fa;
   (fa.take(std::forward<A>(args)), ...);
   if (fa.seen_sched > 1 || fa.seen_options > 1 || fa.seen_op > 1)
-    throw error(errc::invalid_argument, "collc::make_" + std::string(to_string(coll)) +
-                                            ": at most one schedule, one plan_options and one operator");
-  detail::plan_shape shape;
+    throw error(errc::invalid_argument,
+                who + std::string(to_string(coll)) + ": at most one schedule, one plan_options and one operator");
+  plan_shape shape;
   shape.coll = coll;
   shape.count = count;
   shape.root = root;
   shape.elem_size = sizeof(T);
-  shape.type_name = detail::type_name<T>();
-  shape.op_name = reduces(coll) ? detail::type_name<Op>() : "none";
+  shape.type_name = type_name<T>();
+  shape.op_name = reduces(coll) ? type_name<Op>() : "none";
   shape.commutative = commutative_v<Op>;
   shape.schedule = fa.sched.text();
-  auto e = std::make_unique<detail::engine>(comm, shape, detail::resolve(fa.options));
+  auto e = std::make_unique<engine>(comm, shape, resolve(fa.options));
   // After agreement: every rank has the same request, so these throw everywhere or nowhere.
   const auto& map = e->placement();
   const std::vector<int> node_of = map.nodes > 1 ? map.node_of : std::vector<int>{};
   const bool commutative = shape.commutative || !reduces(coll);
   const bool checks = e->options().checks;
-  algo::schedule sched = detail::resolve_schedule(fa.sched, coll, e->size(), count * sizeof(T), commutative, node_of);
-  e->build([&](const detail::chunk_request& q) {
+  algo::schedule sched =
+      resolve_schedule(fa.sched, coll, e->size(), count * sizeof(T), commutative, node_of, e->node_cores());
+  e->build([&](const chunk_request& q) {
     algo::lower_request r;
     r.coll = coll;
     r.ranks = q.ranks;
@@ -396,7 +408,14 @@ plan<T, Op> make_plan(collective coll, MPI_Comm comm, std::size_t count, int roo
     if (checks) ir::verify_or_throw(prog, {.commutative = commutative, .executions = 2});
     return prog;
   });
-  return plan<T, Op>(std::move(e), std::move(fa.op), std::move(sched));
+  return {std::move(e), std::move(fa.op), std::move(sched)};
+}
+
+/// The factories' common body (see the file comment); collective over `comm`.
+template <class T, class Op, class... A>
+plan<T, Op> make_plan(collective coll, MPI_Comm comm, std::size_t count, int root, A&&... args) {
+  auto b = build_engine<T, Op>("collc::make_", coll, comm, count, root, std::forward<A>(args)...);
+  return plan<T, Op>(std::move(b.e), std::move(b.op), std::move(b.sched));
 }
 
 }  // namespace detail

@@ -221,53 +221,11 @@ struct exec_kernels {
   }
 };
 
-/// A built engine with its schedule and operator (the body of
-/// collc::detail::make_plan, which returns a host-kernel plan instead).
-template <class Op>
-struct built {
-  std::unique_ptr<collc::detail::engine> engine;
-  Op op;
-  algo::schedule sched;
-};
-
+/// A built engine with its schedule and operator (collc's factories' body,
+/// which collc::detail::make_plan wraps in a host-kernel plan instead).
 template <class T, class Op, class... A>
-built<Op> build(collective coll, MPI_Comm comm, std::size_t count, int root, A&&... args) {
-  collc::detail::factory_args<Op> fa;
-  (fa.take(std::forward<A>(args)), ...);
-  if (fa.seen_sched > 1 || fa.seen_options > 1 || fa.seen_op > 1)
-    throw error(errc::invalid_argument, "collc::kokkos::make_" + std::string(to_string(coll)) +
-                                            ": at most one schedule, one plan_options and one operator");
-  collc::detail::plan_shape shape;
-  shape.coll = coll;
-  shape.count = count;
-  shape.root = root;
-  shape.elem_size = sizeof(T);
-  shape.type_name = collc::detail::type_name<T>();
-  shape.op_name = reduces(coll) ? collc::detail::type_name<Op>() : "none";
-  shape.commutative = commutative_v<Op>;
-  shape.schedule = fa.sched.text();
-  auto e = std::make_unique<collc::detail::engine>(comm, shape, collc::detail::resolve(fa.options));
-  // After the engine's agreement: every rank has the same request, so these throw everywhere or nowhere.
-  const auto& map = e->placement();
-  const std::vector<int> node_of = map.nodes > 1 ? map.node_of : std::vector<int>{};
-  const bool commutative = shape.commutative || !reduces(coll);
-  const bool checks = e->options().checks;
-  algo::schedule sched =
-      collc::detail::resolve_schedule(fa.sched, coll, e->size(), count * sizeof(T), commutative, node_of);
-  e->build([&](const collc::detail::chunk_request& q) {
-    algo::lower_request r;
-    r.coll = coll;
-    r.ranks = q.ranks;
-    r.count = q.count;
-    r.root = q.root;
-    r.granule = q.granule;
-    r.block_stride = q.block_stride;
-    r.node_of = q.node_of;
-    ir::program prog = algo::lower(sched, r);
-    if (checks) ir::verify_or_throw(prog, {.commutative = commutative, .executions = 2});
-    return prog;
-  });
-  return {std::move(e), std::move(fa.op), std::move(sched)};
+collc::detail::built_engine<Op> build(collective coll, MPI_Comm comm, std::size_t count, int root, A&&... args) {
+  return collc::detail::build_engine<T, Op>("collc::kokkos::make_", coll, comm, count, root, std::forward<A>(args)...);
 }
 
 }  // namespace detail
@@ -385,10 +343,10 @@ class plan {
 
   // --- what was built -------------------------------------------------------------
 
-  [[nodiscard]] collective kind() const noexcept { return b_.engine->shape().coll; }
-  [[nodiscard]] std::size_t count() const noexcept { return b_.engine->shape().count; }
-  [[nodiscard]] int root() const noexcept { return b_.engine->shape().root; }
-  [[nodiscard]] int ranks() const noexcept { return b_.engine->size(); }
+  [[nodiscard]] collective kind() const noexcept { return b_.e->shape().coll; }
+  [[nodiscard]] std::size_t count() const noexcept { return b_.e->shape().count; }
+  [[nodiscard]] int root() const noexcept { return b_.e->shape().root; }
+  [[nodiscard]] int ranks() const noexcept { return b_.e->size(); }
   /// Elements expected in the send / recv / in-place View on this rank.
   [[nodiscard]] std::size_t send_count() const noexcept {
     return kind() == collective::reduce_scatter ? count() * static_cast<std::size_t>(ranks())
@@ -401,20 +359,20 @@ class plan {
   [[nodiscard]] std::size_t in_place_count() const noexcept { return std::max(send_count(), recv_count()); }
   [[nodiscard]] const algo::schedule& schedule() const noexcept { return b_.sched; }
   [[nodiscard]] std::string schedule_name() const { return b_.sched.to_string(); }
-  [[nodiscard]] const std::string& name() const noexcept { return b_.engine->name(); }
-  [[nodiscard]] std::size_t chunk_elements() const noexcept { return b_.engine->chunk_count(); }
-  [[nodiscard]] std::size_t executions_per_call() const noexcept { return b_.engine->executions_per_call(); }
+  [[nodiscard]] const std::string& name() const noexcept { return b_.e->name(); }
+  [[nodiscard]] std::size_t chunk_elements() const noexcept { return b_.e->chunk_count(); }
+  [[nodiscard]] std::size_t executions_per_call() const noexcept { return b_.e->executions_per_call(); }
   /// The lowered programs (chunk, then tail if any) and this rank's program rank.
-  [[nodiscard]] const std::vector<ir::program>& programs() const noexcept { return b_.engine->programs(); }
-  [[nodiscard]] int program_rank() const noexcept { return b_.engine->program_rank(); }
-  [[nodiscard]] bool uses_messages() const noexcept { return b_.engine->sends_messages(); }
+  [[nodiscard]] const std::vector<ir::program>& programs() const noexcept { return b_.e->programs(); }
+  [[nodiscard]] int program_rank() const noexcept { return b_.e->program_rank(); }
+  [[nodiscard]] bool uses_messages() const noexcept { return b_.e->sends_messages(); }
 
   /// Built by the make_* factories below.
-  explicit plan(detail::built<Op> b) : b_(std::move(b)) {}
+  explicit plan(collc::detail::built_engine<Op> b) : b_(std::move(b)) {}
 
  private:
-  collc::detail::engine& engine() const noexcept { return *b_.engine; }
-  [[nodiscard]] bool is_root() const noexcept { return b_.engine->rank() == root(); }
+  collc::detail::engine& engine() const noexcept { return *b_.e; }
+  [[nodiscard]] bool is_root() const noexcept { return b_.e->rank() == root(); }
 
   // The fence on entry is the contract's first point: the caller's earlier
   // work on `exec` is done before the host, MPI or a kernel touches the views.
@@ -454,13 +412,13 @@ class plan {
   }
 
   void finish_quietly() noexcept {
-    if (b_.engine && exec_ && b_.engine->active() && !b_.engine->failed()) try {
+    if (b_.e && exec_ && b_.e->active() && !b_.e->failed()) try {
         advance(true);
       } catch (...) {
       }
   }
 
-  detail::built<Op> b_;
+  collc::detail::built_engine<Op> b_;
   std::optional<ExecSpace> exec_;
 };
 

@@ -5,13 +5,20 @@
 /// pipeline and the bytecode interpreter, the only part templated on T and
 /// Op). collc::plan<T, Op> (plan.hpp) is a thin typed handle around it.
 ///
-/// Node segment: one MPI_Win_allocate_shared window per plan on the node
-/// communicator; rank l's slot is [flags x 64-byte lines][shm data]. Flags
+/// Node segment: a range leased from the communicator's segment pool
+/// (segments.hpp: shared windows on the node communicator, reused by later
+/// plans); rank l's part is [flags x 64-byte lines][shm data]. Flags
 /// count signals since the plan was built and only grow; a wait's target is
 ///   base(l, f) + value,  base = signals of l on f in all earlier executions,
 /// which is the epoch * signals_per_execution + value rule of ir/program.hpp
 /// (and stays right if chunk and tail programs signal differently, see
-/// transition()). Open MPI (osc/sm: backing file unlinked once mapped) and
+/// transition()). Flag generations: a plan may lease a range that an earlier
+/// plan of the communicator used, flags and all; instead of zeroing them
+/// (which needs a node barrier before anyone polls) a plan counts from
+///   gen = plan id << 40
+/// (plan ids grow, so earlier plans' flags are all below gen), and a wait
+/// whose target is <= gen asks for no signal of this plan and passes. Plan
+/// ids from 2^23 on fall back to zeroed flags and a barrier. Open MPI (osc/sm: backing file unlinked once mapped) and
 /// MPICH (SysV segment marked for removal once attached) leave nothing
 /// behind when a rank is killed, which tests/mpi/kill_check.cmake checks, so
 /// the window is used as is.
@@ -162,7 +169,6 @@ class engine {
     COLLC_MPI_CHECK(MPI_Comm_rank(comm, &rank_));
     COLLC_MPI_CHECK(MPI_Comm_size(comm, &size_));
     reg_ = registry_for(comm);
-    COLLC_MPI_CHECK(MPI_Comm_dup(comm, comm_.out()));
     const bool order_sensitive = reduces(shape_.coll) && !shape_.commutative;
     map_ = make_placement(node_keys(reg_->physical_leaders(), opt_.ranks_per_node, opt_.place), order_sensitive);
     prog_rank_ = map_.prog_of_comm[static_cast<std::size_t>(rank_)];
@@ -190,6 +196,7 @@ class engine {
   /// in the same order, as with MPI_Comm_free.
   ~engine() {
     reg_->plan_names.erase(plan_id_);
+    if (pool_) pool_->release(segment_);
     if (mpi_finalized()) return;  // too late to free MPI objects; the process is ending
     for (auto& p : progs_)
       for (auto& t : p.transfers) {
@@ -199,8 +206,6 @@ class engine {
         }
         MPI_Request_free(&t.request);
       }
-    win_.reset();
-    node_comm_.reset();
     comm_.reset();
   }
 
@@ -229,6 +234,16 @@ class engine {
   [[nodiscard]] std::size_t stage_bytes() const noexcept { return stage_bytes_; }
   [[nodiscard]] const std::vector<ir::program>& programs() const noexcept { return lowered_; }
   [[nodiscard]] bool sends_messages() const noexcept { return has_messages_; }
+  /// Cores of this rank's physical node (online CPUs).
+  [[nodiscard]] int node_cores() const noexcept {
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  /// Whether this communicator has more ranks on this rank's physical node than it has cores.
+  [[nodiscard]] bool oversubscribed() const noexcept {
+    int node_ranks = 0;
+    for (int r = 0; r < size_; ++r) node_ranks += reg_->physical_leader(r) == reg_->physical_leader(rank_);
+    return node_ranks > node_cores();
+  }
 
   /// Setup part 2, collective: lowers (chunk and tail), allocates the node
   /// segment, binds. `lower` is called only here, identically on every rank.
@@ -364,7 +379,7 @@ class engine {
     const std::string text = signature_text();
     const std::uint64_t h = fnv1a(text);
     std::uint64_t v[4] = {h, ~h, reg_->seq, static_cast<std::uint64_t>(reg_->next_plan_id)};
-    COLLC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_UINT64_T, MPI_MAX, comm_.get()));
+    COLLC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_UINT64_T, MPI_MAX, reg_->control()));
     if (v[0] != h || v[1] != ~h) {
       // Everyone sees the disagreement (max == min only if all are equal);
       // gather the signatures to say who differs and how.
@@ -376,7 +391,8 @@ class engine {
       mine.hash = h;
       std::strncpy(mine.text, text.c_str(), sizeof(mine.text) - 1);
       std::vector<entry> all(static_cast<std::size_t>(size_));
-      COLLC_MPI_CHECK(MPI_Allgather(&mine, sizeof(entry), MPI_BYTE, all.data(), sizeof(entry), MPI_BYTE, comm_.get()));
+      COLLC_MPI_CHECK(
+          MPI_Allgather(&mine, sizeof(entry), MPI_BYTE, all.data(), sizeof(entry), MPI_BYTE, reg_->control()));
       std::map<std::uint64_t, std::vector<int>> groups;
       std::vector<std::uint64_t> order;  // by first rank
       for (int r = 0; r < size_; ++r) {
@@ -415,41 +431,37 @@ class engine {
     const int tag_ub = [&] {
       int* ub = nullptr;
       int found = 0;
-      MPI_Comm_get_attr(comm_.get(), MPI_TAG_UB, &ub, &found);
+      MPI_Comm_get_attr(reg_->control(), MPI_TAG_UB, &ub, &found);
       return found && ub ? *ub : 32767;
     }();
 
-    // The node segment (collective over the node even where empty, so every
-    // rank takes the same path).
-    COLLC_MPI_CHECK(MPI_Comm_split(comm_.get(), node_id_, prog_rank_, node_comm_.out()));
-    int nr = 0, ns = 0;
-    COLLC_MPI_CHECK(MPI_Comm_rank(node_comm_.get(), &nr));
-    COLLC_MPI_CHECK(MPI_Comm_size(node_comm_.get(), &ns));
-    if (nr != prog_rank_ - node_first_ || ns != node_size_)
-      throw error(errc::mpi_error, "node communicator does not match the placement (rank " + std::to_string(nr) +
-                                       " of " + std::to_string(ns) + ")");
+    // Messages of a plan travel on its own communicator, so that the
+    // transfers of two plans in flight at once cannot match each other.
+    // (Every rank takes this branch alike: the programs hold every rank's code.)
+    const auto messages = [](const ir::program& p) {
+      for (const auto& code : p.code)
+        for (const auto& ins : code)
+          if (std::holds_alternative<ir::send>(ins) || std::holds_alternative<ir::recv>(ins)) return true;
+      return false;
+    };
+    if (std::any_of(lowered_.begin(), lowered_.end(), messages))
+      COLLC_MPI_CHECK(MPI_Comm_dup(reg_->control(), comm_.out()));
+
+    // The node segment: a range leased from the pool of this placement
+    // (collective over the node even where empty, so every rank takes the same path).
+    pool_ = &reg_->pool_for(map_, node_id_, prog_rank_);
+    if (pool_->node_rank() != prog_rank_ - node_first_ || pool_->node_size() != node_size_)
+      throw error(errc::mpi_error, "node communicator does not match the placement (rank " +
+                                       std::to_string(pool_->node_rank()) + " of " +
+                                       std::to_string(pool_->node_size()) + ")");
     const std::size_t flag_bytes = static_cast<std::size_t>(flags_) * 64;
     const std::size_t data_bytes = (shm * elem + 63) / 64 * 64;
     slot_bytes_ = flag_bytes + data_bytes;
-    MPI_Info info = MPI_INFO_NULL;
-    COLLC_MPI_CHECK(MPI_Info_create(&info));
-    MPI_Info_set(info, "alloc_shared_noncontig", "true");
-    void* base = nullptr;
-    const int rc = MPI_Win_allocate_shared(static_cast<MPI_Aint>(slot_bytes_ == 0 ? 0 : slot_bytes_ + 64), 1, info,
-                                           node_comm_.get(), &base, win_.out());
-    MPI_Info_free(&info);
-    mpi_check(rc, "MPI_Win_allocate_shared");
-    if (slot_bytes_ > 0) std::memset(align_line(base), 0, flag_bytes);
-    std::vector<std::byte*> slot(static_cast<std::size_t>(node_size_), nullptr);
-    for (int l = 0; l < node_size_; ++l) {
-      MPI_Aint bytes = 0;
-      int disp = 0;
-      void* p = nullptr;
-      COLLC_MPI_CHECK(MPI_Win_shared_query(win_.get(), l, &bytes, &disp, &p));
-      slot[static_cast<std::size_t>(l)] = slot_bytes_ == 0 ? nullptr : static_cast<std::byte*>(align_line(p));
-    }
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    COLLC_MPI_CHECK(MPI_Barrier(node_comm_.get()));  // flags are zero before anyone polls them
+    constexpr int generation_shift = 40;
+    const bool generations = plan_id_ < (1 << 23);
+    gen_ = generations ? std::int64_t{plan_id_} << generation_shift : 0;
+    segment_ = pool_->lease(slot_bytes_, generations ? 0 : flag_bytes);
+    const std::vector<std::byte*>& slot = segment_.slot;
 
     scratch_bytes_ = scratch * elem;
     scratch_ = aligned_bytes(scratch_bytes_);
@@ -487,18 +499,15 @@ class engine {
       has_messages_ = has_messages_ || !progs_.back().transfers.empty();
     }
     same_signals_ = progs_.size() < 2 || progs_[0].signals == progs_[1].signals;
-    sig_base_.assign(static_cast<std::size_t>(node_size_ * flags_), 0);
-    own_.assign(static_cast<std::size_t>(flags_), 0);
+    sig_base_.assign(static_cast<std::size_t>(node_size_ * flags_), gen_);
+    own_.assign(static_cast<std::size_t>(flags_), static_cast<std::uint64_t>(gen_));
     // Bind transfers on fixed buffers (shm, scratch) once.
     for (auto& p : progs_)
       for (auto& t : p.transfers)
         if (t.slot >= slot_scratch) bind_transfer(t);
 
     // Spin budget: a core per rank of the physical node, or share them.
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    int node_ranks = 0;
-    for (int r = 0; r < size_; ++r) node_ranks += reg_->physical_leader(r) == reg_->physical_leader(rank_);
-    spin_ = static_cast<unsigned>(node_ranks) > cores ? 16 : 2048;
+    spin_ = oversubscribed() ? 16 : 2048;
   }
 
   // --- execution ------------------------------------------------------------
@@ -517,7 +526,7 @@ class engine {
         o.index = static_cast<std::uint32_t>(i);
         o.flag = flag_line(l, f);
         o.peer = node_first_ + l;
-        if (load(o.flag) < sig_base_[i] && !wait_flag(o, sig_base_[i], block)) return false;
+        if (sig_base_[i] > gen_ && load(o.flag) < sig_base_[i] && !wait_flag(o, sig_base_[i], block)) return false;
       }
     last_program_ = static_cast<int>(which);
     return true;
@@ -564,7 +573,7 @@ class engine {
           break;
         case opcode::wait: {
           const std::int64_t target = sig_base_[o.index] + o.value;
-          if (load(o.flag) < target && !wait_flag(o, target, block)) {
+          if (target > gen_ && load(o.flag) < target && !wait_flag(o, target, block)) {
             pc_ = pc;
             return false;
           }
@@ -690,7 +699,8 @@ class engine {
                       " at instruction " + std::to_string(o.source) + " (";
       if (o.code == opcode::wait)
         s += "flag " + std::to_string(o.index % static_cast<std::uint32_t>(std::max(flags_, 1))) +
-             " >= " + std::to_string(target) + ", now " + std::to_string(load(o.flag)) + ", ";
+             " >= " + std::to_string(target - gen_) + ", now " +
+             std::to_string(std::max<std::int64_t>(0, load(o.flag) - gen_)) + ", ";
       s += "execution " + std::to_string(exec_ + 1) + "/" + std::to_string(executions_per_call_) + " of call #" +
            std::to_string(seq_) + ", " + name_ + ")";
       return s;
@@ -708,7 +718,7 @@ class engine {
       if (opt_.timeout_action == on_timeout::abort) {
         std::fprintf(stderr, "collc: %s; aborting\n", msg.c_str());
         std::fflush(stderr);
-        MPI_Abort(comm_.get(), 1);
+        MPI_Abort(reg_->control(), 1);
       }
       throw error(errc::timeout, msg);
     }
@@ -725,8 +735,9 @@ class engine {
   plan_shape shape_;
   resolved_options opt_;
   std::shared_ptr<registry> reg_;
-  comm_owner comm_, node_comm_;
-  win_owner win_;
+  comm_owner comm_;               ///< plans with messages only (see bind_all)
+  segment_pool* pool_ = nullptr;  ///< owned by the registry
+  segment_lease segment_;
   int rank_ = 0, size_ = 1, prog_rank_ = 0, node_id_ = 0, node_first_ = 0, node_size_ = 1;
   placement_map map_;
   int plan_id_ = 0;
@@ -740,8 +751,9 @@ class engine {
   std::size_t slot_bytes_ = 0, scratch_bytes_ = 0, stage_bytes_ = 0;
   aligned_bytes scratch_, stage_;
   std::vector<std::byte*> bases_;
-  std::vector<std::int64_t> sig_base_;  // [l * flags + f]: signals of node rank l on f, earlier executions
-  std::vector<std::uint64_t> own_;      // [f]: this rank's signals on f so far
+  std::int64_t gen_ = 0;                // flag generation (see the file comment)
+  std::vector<std::int64_t> sig_base_;  // [l * flags + f]: gen + signals of node rank l on f, earlier executions
+  std::vector<std::uint64_t> own_;      // [f]: gen + this rank's signals on f so far
   unsigned spin_ = 2048;
 
   // The call in progress.

@@ -18,10 +18,17 @@
 /// call `seq` that finds `seq` with another plan id in its peer's ring has
 /// proven a mismatch. Plan setup agrees on seq and plan ids (max over ranks).
 ///
+/// The registry also owns what plans share so that only the first plan on a
+/// communicator creates MPI objects: a duplicate of the communicator for
+/// collc's own setup collectives (`control()`), and a segment_pool per
+/// placement (segments.hpp).
+///
 /// Lifetime: plans hold a shared_ptr; the attribute holds only a weak_ptr, so
-/// the last plan destroyed frees the window and the node communicator (which
-/// is collective over the node, like destroying a plan).
+/// the last plan destroyed frees the pools, the window and the communicators
+/// (which is collective over the node, like destroying a plan).
 #include <collc/backend/mpi/handles.hpp>
+#include <collc/backend/mpi/segments.hpp>
+#include <collc/backend/mpi/topology.hpp>
 
 #include <mpi.h>
 
@@ -59,7 +66,9 @@ struct peer_report {
 class registry {
  public:
   /// Collective over `comm`.
-  explicit registry(MPI_Comm comm) {
+  explicit registry(MPI_Comm user_comm) {
+    COLLC_MPI_CHECK(MPI_Comm_dup(user_comm, control_.out()));
+    const MPI_Comm comm = control_.get();
     COLLC_MPI_CHECK(MPI_Comm_rank(comm, &rank_));
     COLLC_MPI_CHECK(MPI_Comm_size(comm, &size_));
     COLLC_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, node_comm_.out()));
@@ -97,8 +106,35 @@ class registry {
   registry(const registry&) = delete;
   registry& operator=(const registry&) = delete;
   ~registry() {
+    while (!pools_.empty()) pools_.erase(pools_.begin());  // in key order on every rank
     win_.reset();
     node_comm_.reset();
+    control_.reset();
+  }
+
+  /// collc's private duplicate of the user's communicator, for setup collectives.
+  [[nodiscard]] MPI_Comm control() const noexcept { return control_.get(); }
+
+  /// The segment pool of this rank's node under placement `map` (rank `prog`
+  /// on node `node`); the first request for a placement splits the control
+  /// communicator, collectively over it (every rank asks for the same
+  /// placement in the same order, as plan setup is collective).
+  segment_pool& pool_for(const placement_map& map, int node, int prog) {
+    std::vector<int> key = map.node_of;
+    key.insert(key.end(), map.comm_of_prog.begin(), map.comm_of_prog.end());
+    auto it = pools_.find(key);
+    if (it == pools_.end()) {
+      comm_owner node_comm;
+      COLLC_MPI_CHECK(MPI_Comm_split(control_.get(), node, prog, node_comm.out()));
+      it = pools_.emplace(std::move(key), std::make_unique<segment_pool>(std::move(node_comm))).first;
+    }
+    return *it->second;
+  }
+  /// Shared windows of all pools (for tests: a reused segment range adds none).
+  [[nodiscard]] int arenas() const noexcept {
+    int n = 0;
+    for (const auto& [key, pool] : pools_) n += pool->arenas();
+    return n;
   }
 
   [[nodiscard]] int rank() const noexcept { return rank_; }
@@ -153,7 +189,9 @@ class registry {
   registry_line& own() const noexcept { return *lines_[static_cast<std::size_t>(node_rank_)]; }
 
   int rank_ = 0, size_ = 1, node_rank_ = 0, node_size_ = 1;
+  comm_owner control_;
   comm_owner node_comm_;
+  std::map<std::vector<int>, std::unique_ptr<segment_pool>> pools_;
   win_owner win_;
   std::vector<registry_line*> lines_;
   std::vector<int> leader_of_;

@@ -1,0 +1,175 @@
+#pragma once
+/// \file
+/// Node segments shared by the plans of one communicator, so that a plan
+/// after the first sets up without creating MPI objects: MPI_Comm_split,
+/// MPI_Comm_dup and MPI_Win_allocate_shared cost 0.2-0.6 ms each on an
+/// oversubscribed node, more than everything else a plan's setup does.
+///
+/// A segment_pool belongs to one node of one placement (the communicator of
+/// the ranks sharing a segment) and owns shared windows ("arenas"). A plan
+/// leases a range of `bytes` at the same offset of every node rank's slot of
+/// one arena. Leasing is collective over the node, freeing is local:
+///
+///  - every rank proposes the first range that is free in its own view (the
+///    ranges it holds a lease on are taken); ranks agree (one allreduce) when
+///    every rank proposes the same range, which is then free in every view,
+///    so no rank still runs a plan on it: the range is handed out;
+///  - ranks that destroyed their plans in different orders may propose
+///    different ranges; then everyone allocates a new arena (collectively,
+///    as the result of the allreduce is the same everywhere);
+///  - a reused range holds the flag values of the plan that had it before;
+///    the engine makes them harmless without zeroing (flag generations, see
+///    engine.hpp), so a reused range costs one allreduce and no barrier. A
+///    new arena is zeroed by every rank and the node synchronizes once before
+///    anyone polls it (fresh shared memory is zero on Linux, but no MPI
+///    standard promises it).
+/// Arenas live until the pool dies with the communicator's registry (the last
+/// plan on the communicator destroyed), so a program that creates and
+/// destroys plans of similar sizes reuses the same memory.
+#include <collc/backend/mpi/handles.hpp>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <iterator>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace collc::detail {
+
+class segment_pool;
+
+/// A leased range: this rank's part and every node peer's, same offset.
+struct segment_lease {
+  std::vector<std::byte*> slot;  ///< [node rank] start of the range in that rank's slot
+  std::size_t bytes = 0;
+  int arena = -1;
+  std::size_t offset = 0;
+};
+
+class segment_pool {
+ public:
+  /// Takes ownership of `node_comm` (the ranks sharing segments).
+  explicit segment_pool(comm_owner node_comm) : node_comm_(std::move(node_comm)) {
+    COLLC_MPI_CHECK(MPI_Comm_rank(node_comm_.get(), &node_rank_));
+    COLLC_MPI_CHECK(MPI_Comm_size(node_comm_.get(), &node_size_));
+  }
+  segment_pool(const segment_pool&) = delete;
+  segment_pool& operator=(const segment_pool&) = delete;
+  /// Collective over the node (MPI_Win_free), in arena order on every rank.
+  ~segment_pool() {
+    for (auto& a : arenas_) a.win.reset();
+    node_comm_.reset();
+  }
+
+  [[nodiscard]] MPI_Comm node_comm() const noexcept { return node_comm_.get(); }
+  [[nodiscard]] int node_rank() const noexcept { return node_rank_; }
+  [[nodiscard]] int node_size() const noexcept { return node_size_; }
+  /// Shared windows created so far (for tests: a reused range creates none).
+  [[nodiscard]] int arenas() const noexcept { return static_cast<int>(arenas_.size()); }
+
+  /// Collective over the node: a range of `bytes` (the same on every node
+  /// rank). With `zero_bytes` > 0 (the same on every rank), its first
+  /// `zero_bytes` are zero on every rank when this returns.
+  segment_lease lease(std::size_t bytes, std::size_t zero_bytes = 0) {
+    segment_lease l;
+    l.bytes = bytes;
+    l.slot.assign(static_cast<std::size_t>(node_size_), nullptr);
+    if (bytes == 0) return l;  // every rank: the program needs no segment
+    const std::size_t need = round_up(bytes);
+    const auto [arena, offset] = propose(need);
+    // max of (x, -x) gives max and min in one allreduce; the sizes are checked too.
+    std::int64_t v[6] = {arena,  static_cast<std::int64_t>(offset),  static_cast<std::int64_t>(need),
+                         -arena, -static_cast<std::int64_t>(offset), -static_cast<std::int64_t>(need)};
+    COLLC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 6, MPI_INT64_T, MPI_MAX, node_comm_.get()));
+    if (v[2] != -v[5])
+      throw error(errc::mismatch, "node ranks need segments of different sizes (" + std::to_string(-v[5]) + " and " +
+                                      std::to_string(v[2]) + " bytes) for the same plan");
+    const bool agreed = v[0] == -v[3] && v[1] == -v[4] && arena >= 0;
+    l.arena = agreed ? arena : add_arena(need);  // add_arena: everyone, as everyone saw the same v
+    l.offset = agreed ? offset : 0;
+    arena_state& a = arenas_[static_cast<std::size_t>(l.arena)];
+    a.used.emplace(l.offset, need);
+    for (int r = 0; r < node_size_; ++r)
+      l.slot[static_cast<std::size_t>(r)] = a.base[static_cast<std::size_t>(r)] + l.offset;
+    if (zero_bytes > 0) {
+      std::memset(l.slot[static_cast<std::size_t>(node_rank_)], 0, zero_bytes);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+      COLLC_MPI_CHECK(MPI_Barrier(node_comm_.get()));  // zero before anyone polls
+    }
+    return l;
+  }
+
+  /// Local: the range is free in this rank's view.
+  void release(const segment_lease& l) noexcept {
+    if (l.arena < 0 || static_cast<std::size_t>(l.arena) >= arenas_.size()) return;
+    arenas_[static_cast<std::size_t>(l.arena)].used.erase(l.offset);
+  }
+
+ private:
+  /// 256 KiB per rank unless a plan needs more: room for the segments of
+  /// many small plans (a plan of a few KiB needs a few KiB), and cheap to zero.
+  static constexpr std::size_t min_arena_bytes = std::size_t{256} << 10;
+
+  struct arena_state {
+    win_owner win;
+    std::vector<std::byte*> base;             ///< [node rank] line-aligned start of the slot
+    std::size_t capacity = 0;                 ///< bytes per rank
+    std::map<std::size_t, std::size_t> used;  ///< offset -> bytes, ranges leased by this rank
+  };
+
+  static std::size_t round_up(std::size_t n) noexcept { return (n + 63) / 64 * 64; }
+
+  /// First fit over the arenas in order; (-1, 0) if none has room.
+  [[nodiscard]] std::pair<int, std::size_t> propose(std::size_t need) const {
+    for (std::size_t i = 0; i < arenas_.size(); ++i) {
+      const arena_state& a = arenas_[i];
+      std::size_t at = 0;
+      for (const auto& [off, len] : a.used) {
+        if (off >= at + need) break;
+        at = std::max(at, off + len);
+      }
+      if (at + need <= a.capacity) return {static_cast<int>(i), at};
+    }
+    return {-1, 0};
+  }
+
+  int add_arena(std::size_t need) {
+    arena_state a;
+    a.capacity = std::max(need, min_arena_bytes);
+    MPI_Info info = MPI_INFO_NULL;
+    COLLC_MPI_CHECK(MPI_Info_create(&info));
+    MPI_Info_set(info, "alloc_shared_noncontig", "true");
+    void* mine = nullptr;
+    // 64 bytes more: windows are not line-aligned everywhere (see align_line).
+    const int rc =
+        MPI_Win_allocate_shared(static_cast<MPI_Aint>(a.capacity + 64), 1, info, node_comm_.get(), &mine, a.win.out());
+    MPI_Info_free(&info);
+    mpi_check(rc, "MPI_Win_allocate_shared");
+    a.base.resize(static_cast<std::size_t>(node_size_));
+    for (int r = 0; r < node_size_; ++r) {
+      MPI_Aint size = 0;
+      int disp = 0;
+      void* p = nullptr;
+      COLLC_MPI_CHECK(MPI_Win_shared_query(a.win.get(), r, &size, &disp, &p));
+      a.base[static_cast<std::size_t>(r)] = static_cast<std::byte*>(align_line(p));
+    }
+    std::memset(a.base[static_cast<std::size_t>(node_rank_)], 0, a.capacity);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    COLLC_MPI_CHECK(MPI_Barrier(node_comm_.get()));  // zero before anyone polls
+    arenas_.push_back(std::move(a));
+    return static_cast<int>(arenas_.size()) - 1;
+  }
+
+  comm_owner node_comm_;
+  int node_rank_ = 0, node_size_ = 1;
+  std::vector<arena_state> arenas_;
+};
+
+}  // namespace collc::detail

@@ -1,0 +1,105 @@
+// Tests for include/collc/backend/mpi/segments.hpp through real plans: a
+// later plan reuses the segment range of a freed one (no new window) and
+// computes right although the range still holds the old plan's flags (flag
+// generations); ranks that free plans in different orders still agree on a
+// range (a new window); many plans alive at once each get their own range.
+#include "support.hpp"
+
+#include <collc/plan.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+using collc_test::all_ranks;
+using collc_test::input;
+
+namespace {
+
+/// Runs `calls` allreduces of `count` int64 on `p` and checks each against
+/// the rank-order sum every rank computes on its own. Collective.
+bool allreduce_ok(collc::plan<std::int64_t>& p, MPI_Comm comm, std::size_t count, int calls, int salt) {
+  int P = 1;
+  MPI_Comm_size(comm, &P);
+  int me = 0;
+  MPI_Comm_rank(comm, &me);
+  bool ok = true;
+  for (int it = 0; it < calls; ++it) {
+    std::vector<std::int64_t> send(count), recv(count, -1), want(count, 0);
+    for (std::size_t i = 0; i < count; ++i) {
+      send[i] = input<std::int64_t>(me, i, it + salt);
+      for (int r = 0; r < P; ++r) want[i] += input<std::int64_t>(r, i, it + salt);
+    }
+    p(send, recv);
+    ok = ok && recv == want;
+  }
+  return all_ranks(ok, comm);
+}
+
+int arenas(MPI_Comm comm) { return collc::detail::registry_for(comm)->arenas(); }
+
+}  // namespace
+
+TEST_CASE("a later plan reuses a freed plan's segment and ignores its flags", "[backend][mpi][segments]") {
+  MPI_Comm c = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &c);
+  {
+    auto keep = collc::make_allreduce<std::int64_t>(c, 7);
+    auto a = std::make_unique<collc::plan<std::int64_t>>(collc::make_allreduce<std::int64_t>(c, 100));
+    CHECK(allreduce_ok(*a, c, 100, 25, 1));  // a's flags count to 25 executions
+    const int before = arenas(c);
+    a.reset();
+    // Same size: takes a's range; a different schedule signals differently.
+    auto b = collc::make_allreduce<std::int64_t>(c, 100, collc::algo::schedule::tree(2));
+    CHECK(arenas(c) == before);
+    CHECK(allreduce_ok(b, c, 100, 30, 2));
+    CHECK(allreduce_ok(keep, c, 7, 3, 3));
+  }
+  MPI_Comm_free(&c);
+}
+
+TEST_CASE("ranks that freed plans in different orders get a new segment", "[backend][mpi][segments]") {
+  MPI_Comm c = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &c);
+  int me = 0, P = 1;
+  MPI_Comm_rank(c, &me);
+  MPI_Comm_size(c, &P);
+  {
+    auto a = std::make_unique<collc::plan<std::int64_t>>(collc::make_allreduce<std::int64_t>(c, 64));
+    auto b = std::make_unique<collc::plan<std::int64_t>>(collc::make_allreduce<std::int64_t>(c, 64));
+    CHECK(allreduce_ok(*a, c, 64, 4, 4));
+    CHECK(allreduce_ok(*b, c, 64, 4, 5));
+    const int before = arenas(c);
+    // Even ranks free a, odd ranks free b: their views of the free ranges differ.
+    (me % 2 == 0 ? a : b).reset();
+    auto d = collc::make_allreduce<std::int64_t>(c, 64);
+    if (P > 1) {
+      CHECK(arenas(c) == before + 1);
+    } else {
+      CHECK(arenas(c) == before);
+    }
+    CHECK(allreduce_ok(d, c, 64, 20, 6));
+    a.reset();
+    b.reset();
+    auto e = collc::make_allreduce<std::int64_t>(c, 64);  // both ranges free everywhere again
+    CHECK(allreduce_ok(e, c, 64, 20, 7));
+    CHECK(allreduce_ok(d, c, 64, 5, 8));
+  }
+  MPI_Comm_free(&c);
+}
+
+TEST_CASE("many plans alive at once share arenas and keep their own ranges", "[backend][mpi][segments]") {
+  MPI_Comm c = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &c);
+  {
+    std::vector<collc::plan<std::int64_t>> plans;
+    for (int k = 0; k < 12; ++k)
+      plans.push_back(collc::make_allreduce<std::int64_t>(c, 10 + 40 * static_cast<std::size_t>(k)));
+    CHECK(arenas(c) <= 2);  // small plans fit a few arenas, not one window each
+    for (int round = 0; round < 3; ++round)
+      for (int k = 0; k < 12; ++k)
+        CHECK(allreduce_ok(plans[static_cast<std::size_t>(k)], c, 10 + 40 * static_cast<std::size_t>(k), 2,
+                           100 * round + k));
+  }
+  MPI_Comm_free(&c);
+}
