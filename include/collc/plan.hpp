@@ -140,6 +140,19 @@ struct factory_args {
   }
 };
 
+/// The schedule a plan gets by default (no override): on one node the
+/// measured rule (default_schedule: fastest here and free to compute, so a
+/// later plan sets up in microseconds; it knows oversubscription through
+/// `node_cores`), across nodes the cost-model selector, which the simple rule
+/// cannot match at scale.
+inline algo::schedule default_for(collective coll, int P, std::size_t bytes, bool commutative,
+                                  const std::vector<int>& node_of, int node_cores) {
+  bool one_node = true;
+  for (int n : node_of) one_node = one_node && n == node_of.front();
+  return one_node ? algo::default_schedule(coll, P, bytes, commutative, node_of, node_cores)
+                  : algo::select(coll, P, bytes, commutative, node_of);
+}
+
 /// The schedule for `req` on `P` program ranks: validated, the family decided.
 inline algo::schedule resolve_schedule(const schedule_request& req, collective coll, int P, std::size_t bytes,
                                        bool commutative, const std::vector<int>& node_of, int node_cores = 0) {
@@ -151,15 +164,9 @@ inline algo::schedule resolve_schedule(const schedule_request& req, collective c
   }
   if (req.kind == schedule_request::by_default) {
     // Expert overrides first (COLLC_ALGO / COLLC_FACTORS, like MPICH CVARs;
-    // they must be set alike on every rank). Then, on one node, the measured
-    // simple rule (default_schedule: fastest here and free to compute, so a
-    // second plan sets up in microseconds); across nodes, the cost-model
-    // selector, which the simple rule cannot match at scale.
+    // they must be set alike on every rank), then default_for.
     if (auto chosen = algo::override_from_env(coll, P, commutative)) return *chosen;
-    bool one_node = true;
-    for (int n : node_of) one_node = one_node && n == node_of.front();
-    return one_node ? algo::default_schedule(coll, P, bytes, commutative, node_of, node_cores)
-                    : algo::select(coll, P, bytes, commutative, node_of);
+    return default_for(coll, P, bytes, commutative, node_of, node_cores);
   }
   // A factor set: recursive exchange if it fits P exactly, else cyclic shift.
   const factor_set fs(std::span<const int>(req.factors));

@@ -47,7 +47,6 @@
 #include <optional>
 #include <span>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -57,6 +56,7 @@ namespace collc {
 struct tune_options {
   double budget_s = 0.5;              ///< measurement time, all candidates together
   std::size_t top = 4;                ///< the selector's best this many are measured (0: all)
+  bool selector = true;               ///< measure the selector's candidates (false: only default and extra)
   std::vector<algo::schedule> extra;  ///< measured too (if valid for the call)
   int min_rounds = 3;                 ///< alternating rounds at least (medians need several)
   int max_rounds = 25;
@@ -310,14 +310,19 @@ tune_result tune(collective c, MPI_Comm comm, std::size_t count, const tune_opti
     out.from = tune_result::origin::wisdom;
     return finish();
   }
-  // Candidates: the selector's best, then the extras (valid ones only).
+  // Candidates: the plan's default (so tuning never does worse than not
+  // tuning), the selector's best, then the extras (valid ones only).
   const std::size_t bytes = count * sizeof(T);
-  auto ranked = algo::candidates(c, P, bytes, commutative, layout.node_of, layout.node, options.select);
   std::vector<std::pair<algo::schedule, double>> picks;
-  for (const auto& k : ranked) {
-    if (options.top != 0 && picks.size() >= options.top) break;
-    picks.emplace_back(k.sched, k.seconds);
-  }
+  picks.emplace_back(detail::default_for(c, P, bytes, commutative, layout.node_of, detail::online_cores()), 0.0);
+  if (options.selector)
+    for (const auto& k : algo::candidates(c, P, bytes, commutative, layout.node_of, layout.node, options.select)) {
+      if (options.top != 0 && picks.size() > options.top) break;
+      if (k.sched == picks.front().first)
+        picks.front().second = k.seconds;
+      else
+        picks.emplace_back(k.sched, k.seconds);
+    }
   for (const auto& s : options.extra) {
     bool dup = false;
     for (const auto& [q, t] : picks) dup = dup || q == s;

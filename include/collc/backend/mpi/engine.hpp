@@ -153,6 +153,9 @@ struct host_kernels {
   void sync() const noexcept {}
 };
 
+/// Online CPUs of this node: the cores the ranks of a node share.
+inline int online_cores() noexcept { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
 class engine {
  public:
   /// Setup part 1, collective over `comm`: registry, placement, and agreement
@@ -235,9 +238,7 @@ class engine {
   [[nodiscard]] const std::vector<ir::program>& programs() const noexcept { return lowered_; }
   [[nodiscard]] bool sends_messages() const noexcept { return has_messages_; }
   /// Cores of this rank's physical node (online CPUs).
-  [[nodiscard]] int node_cores() const noexcept {
-    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  }
+  [[nodiscard]] int node_cores() const noexcept { return online_cores(); }
   /// Whether this communicator has more ranks on this rank's physical node than it has cores.
   [[nodiscard]] bool oversubscribed() const noexcept {
     int node_ranks = 0;
