@@ -18,8 +18,8 @@
 /// Semantics, as MPI's: every rank of the communicator builds the same plans
 /// in the same order and calls them in the same order; buffers are read when
 /// the plan executes (never at setup) and must stay valid from start() to
-/// wait(); destroying a plan is collective over the node (it frees an MPI
-/// window), like MPI_Comm_free. Errors are collc::error naming the value:
+/// wait(); destroy plans in the same order on every rank, like MPI_Comm_free
+/// (the last plan on a communicator frees its shared windows). Errors are collc::error naming the value:
 /// bad arguments (invalid_argument), schedules that do not fit (invalid_factor_set,
 /// not_commutative), ranks that disagree at setup or call different plans
 /// (mismatch), waits longer than COLLC_TIMEOUT (timeout).
@@ -394,27 +394,33 @@ built_engine<Op> build_engine(const char* who, collective coll, MPI_Comm comm, s
   shape.commutative = commutative_v<Op>;
   shape.schedule = fa.sched.text();
   auto e = std::make_unique<engine>(comm, shape, resolve(fa.options));
-  // After agreement: every rank has the same request, so these throw everywhere or nowhere.
+  // Resolution and lowering may throw (a factor set that does not fit P, an
+  // override set on one rank only, ...): build() agrees on their outcome, so
+  // every rank throws alike instead of leaving the others waiting.
   const auto& map = e->placement();
   const std::vector<int> node_of = map.nodes > 1 ? map.node_of : std::vector<int>{};
   const bool commutative = shape.commutative || !reduces(coll);
   const bool checks = e->options().checks;
-  algo::schedule sched =
-      resolve_schedule(fa.sched, coll, e->size(), count * sizeof(T), commutative, node_of, e->node_cores());
-  e->build([&](const chunk_request& q) {
-    algo::lower_request r;
-    r.coll = coll;
-    r.ranks = q.ranks;
-    r.count = q.count;
-    r.root = q.root;
-    r.granule = q.granule;
-    r.block_stride = q.block_stride;
-    r.node_of = q.node_of;
-    ir::program prog = algo::lower(sched, r);
-    // COLLC_ENABLE_CHECKS / options.checks: prove the program before running it.
-    if (checks) ir::verify_or_throw(prog, {.commutative = commutative, .executions = 2});
-    return prog;
-  });
+  algo::schedule sched;
+  e->build(
+      [&] {
+        sched = resolve_schedule(fa.sched, coll, e->size(), count * sizeof(T), commutative, node_of, e->node_cores());
+        return sched.to_string();
+      },
+      [&](const chunk_request& q) {
+        algo::lower_request r;
+        r.coll = coll;
+        r.ranks = q.ranks;
+        r.count = q.count;
+        r.root = q.root;
+        r.granule = q.granule;
+        r.block_stride = q.block_stride;
+        r.node_of = q.node_of;
+        ir::program prog = algo::lower(sched, r);
+        // COLLC_ENABLE_CHECKS / options.checks: prove the program before running it.
+        if (checks) ir::verify_or_throw(prog, {.commutative = commutative, .executions = 2});
+        return prog;
+      });
   return {std::move(e), std::move(fa.op), std::move(sched)};
 }
 

@@ -7,6 +7,7 @@
 #include <collc/plan.hpp>
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -164,6 +165,39 @@ TEST_CASE("different counts at setup are reported on every rank", "[backend][mpi
   REQUIRE(e);
   CHECK(contains(e->second, "op=collc::max"));
   CHECK(contains(e->second, "op=collc::plus"));
+  CHECK(seconds_since(t0) < 10);
+  // Setup works again afterwards.
+  auto p = collc::make_allreduce<double>(MPI_COMM_WORLD, 10);
+  std::vector<double> a(10, 1.0), b(10);
+  p(a, b);
+  CHECK(b[9] == P);
+}
+
+TEST_CASE("an override set on one rank only is reported on every rank", "[backend][mpi][errors][mismatch]") {
+  // The override is read where the schedule is resolved, after the ranks
+  // met; setup agrees on the resolved schedule (or the error) as well.
+  const int P = world_size(), me = world_rank();
+  if (P < 2) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto with_env = [&](const char* name, const char* value, auto&& f) {
+    if (me == P - 1) setenv(name, value, 1);
+    auto e = error_of(f);
+    if (me == P - 1) unsetenv(name);
+    return e;
+  };
+  // A valid override on one rank: a different schedule there.
+  auto e = with_env("COLLC_ALGO", "ring", [&] { collc::make_allreduce<double>(MPI_COMM_WORLD, 100); });
+  REQUIRE(e);
+  CHECK(e->first == errc::mismatch);
+  CHECK(contains(e->second, "rank " + std::to_string(P - 1) + ": allreduce count=100"));
+  CHECK(contains(e->second, "-> ring"));
+  // An invalid one: that rank fails to resolve, the others do not.
+  const std::string bad = std::to_string(P + 1);
+  e = with_env("COLLC_FACTORS", bad.c_str(), [&] { collc::make_allreduce<double>(MPI_COMM_WORLD, 100); });
+  REQUIRE(e);
+  CHECK(e->first == errc::mismatch);
+  CHECK(contains(e->second, "-> error: "));
+  CHECK(contains(e->second, "COLLC_FACTORS='" + bad + "'"));
   CHECK(seconds_since(t0) < 10);
   // Setup works again afterwards.
   auto p = collc::make_allreduce<double>(MPI_COMM_WORLD, 10);

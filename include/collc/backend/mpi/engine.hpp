@@ -55,6 +55,7 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <optional>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -158,9 +159,9 @@ inline int online_cores() noexcept { return static_cast<int>(std::max(1u, std::t
 
 class engine {
  public:
-  /// Setup part 1, collective over `comm`: registry, placement, and agreement
-  /// of every rank on the plan's signature (throws errc::mismatch on every
-  /// rank, naming which ranks differ and how, if they do not agree).
+  /// Setup part 1: registry and placement (collective over `comm` only when
+  /// they are new: the communicator's first plan, or a new placement).
+  /// Nothing is agreed yet: build() does that, in one allreduce.
   engine(MPI_Comm comm, plan_shape shape, const resolved_options& opt) : shape_(std::move(shape)), opt_(opt) {
     int initialized = 0;
     COLLC_MPI_CHECK(MPI_Initialized(&initialized));
@@ -178,25 +179,21 @@ class engine {
     node_id_ = map_.node_of[static_cast<std::size_t>(prog_rank_)];
     node_first_ = map_.node_first(node_id_);
     node_size_ = map_.node_size(node_id_);
-    agree();
-    // After agreement, so that every rank throws alike.
-    if ((shape_.coll == collective::reduce || shape_.coll == collective::bcast) &&
-        (shape_.root < 0 || shape_.root >= size_))
-      throw error(errc::invalid_argument, "root " + std::to_string(shape_.root) +
-                                              " is not a rank of the communicator (size " + std::to_string(size_) +
-                                              ")");
-    const bool blocked = shape_.coll == collective::reduce_scatter || shape_.coll == collective::allgather;
-    const std::size_t blocks = blocked ? static_cast<std::size_t>(size_) : 1;
-    if (shape_.elem_size == 0 || shape_.count > SIZE_MAX / blocks / shape_.elem_size)
-      throw error(errc::overflow, "count " + std::to_string(shape_.count) + " x " + std::to_string(blocks) +
-                                      " blocks of " + std::to_string(shape_.elem_size) + "-byte elements overflows");
+    // The pool of this placement (its node communicator is split here, once).
+    pool_ = &reg_->pool_for(map_, node_id_, prog_rank_);
+    if (pool_->node_rank() != prog_rank_ - node_first_ || pool_->node_size() != node_size_)
+      throw error(errc::mpi_error, "node communicator does not match the placement (rank " +
+                                       std::to_string(pool_->node_rank()) + " of " +
+                                       std::to_string(pool_->node_size()) + ")");
   }
 
   engine(const engine&) = delete;
   engine& operator=(const engine&) = delete;
 
-  /// Collective over the node (MPI_Win_free): every rank destroys its plans
-  /// in the same order, as with MPI_Comm_free.
+  /// Releases the segment range (local); frees the plan's own communicator if
+  /// it has one, and the registry's windows if it was the communicator's last
+  /// plan (collective): every rank destroys its plans in the same order, as
+  /// with MPI_Comm_free.
   ~engine() {
     reg_->plan_names.erase(plan_id_);
     if (pool_) pool_->release(segment_);
@@ -246,52 +243,31 @@ class engine {
     return node_ranks > node_cores();
   }
 
-  /// Setup part 2, collective: lowers (chunk and tail), allocates the node
-  /// segment, binds. `lower` is called only here, identically on every rank.
-  void build(const lower_fn& lower) {
-    const std::size_t elem = shape_.elem_size;
-    const std::size_t N = shape_.count;
-    const bool blocked = shape_.coll == collective::reduce_scatter || shape_.coll == collective::allgather;
-    chunk_request q;
-    q.ranks = size_;
-    q.granule = elem <= 64 && 64 % elem == 0 ? 64 / elem : 1;
-    q.root = (shape_.coll == collective::reduce || shape_.coll == collective::bcast)
-                 ? map_.prog_of_comm[static_cast<std::size_t>(shape_.root)]
-                 : 0;
-    if (map_.nodes > 1) q.node_of = map_.node_of;
-    if (N > 0) {
-      // Chunk: start from the bound, shrink until shm and scratch fit in it.
-      const std::size_t per = blocked ? static_cast<std::size_t>(size_) : 1;
-      std::size_t c = std::max(q.granule, opt_.chunk_bytes / elem / per / q.granule * q.granule);
-      c = std::min(c, N);
-      ir::program prog;
-      for (int tries = 0;; ++tries) {
-        q.count = c;
-        q.block_stride = c == N ? 0 : N;
-        prog = lower(q);
-        const std::size_t need = std::max(prog.shm_count, prog.scratch_count) * elem;
-        if (need <= opt_.chunk_bytes || c <= q.granule || tries == 16) break;
-        std::size_t next = static_cast<std::size_t>(static_cast<double>(c) * static_cast<double>(opt_.chunk_bytes) /
-                                                    static_cast<double>(need));
-        next = std::max(q.granule, next / q.granule * q.granule);
-        if (next >= c) next = c > q.granule ? c - q.granule : c;
-        c = next;
-      }
-      chunk_ = c;
-      full_chunks_ = N / c;
-      executions_per_call_ = full_chunks_ + (N % c != 0 ? 1 : 0);
-      lowered_.push_back(std::move(prog));
-      if (N % c != 0) {
-        q.count = N % c;
-        q.block_stride = N;
-        lowered_.push_back(lower(q));
-      }
+  /// Setup part 2, collective over the communicator: checks the shape, calls
+  /// `resolve` (the schedule's name, e.g. after default selection) and lowers
+  /// (chunk and tail) with `lower`, then agrees with every rank in one
+  /// allreduce on the signature, the resolved schedule and the segment range,
+  /// and binds. An error in the local part (a bad root, a factor set that
+  /// does not fit, ...) does not leave the others waiting: it is agreed like
+  /// the rest, so every rank throws, its own error where all failed alike,
+  /// errc::mismatch naming who differs otherwise.
+  void build(const std::function<std::string()>& resolve, const lower_fn& lower) {
+    std::string resolved;
+    std::optional<error> failure;
+    try {
+      check_shape();
+      resolved = resolve();
+      lower_chunks(lower);
+      layout();
+    } catch (const error& e) {
+      failure = e;
+      resolved = std::string("error: ") + e.what();
     }
-    bind_all();
+    settle(resolved, failure);
   }
 
   /// For tests and tools: bind programs given directly (count = programs[0].count,
-  /// one execution per call, or chunk + tail when two are given).
+  /// one execution per call, or chunk + tail when two are given). Collective.
   void build_from(std::vector<ir::program> programs) {
     lowered_ = std::move(programs);
     if (!lowered_.empty()) {
@@ -299,7 +275,13 @@ class engine {
       full_chunks_ = chunk_ == 0 ? 1 : shape_.count / chunk_;
       executions_per_call_ = full_chunks_ + (lowered_.size() > 1 ? 1 : 0);
     }
-    bind_all();
+    std::optional<error> failure;
+    try {
+      layout();
+    } catch (const error& e) {
+      failure = e;
+    }
+    settle(failure ? std::string("error: ") + failure->what() : std::string("programs given"), failure);
   }
 
   // --- one call ---------------------------------------------------------------
@@ -376,59 +358,142 @@ class engine {
            " chunk_bytes=" + std::to_string(opt_.chunk_bytes);
   }
 
-  void agree() {
-    const std::string text = signature_text();
-    const std::uint64_t h = fnv1a(text);
-    std::uint64_t v[4] = {h, ~h, reg_->seq, static_cast<std::uint64_t>(reg_->next_plan_id)};
-    COLLC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 4, MPI_UINT64_T, MPI_MAX, reg_->control()));
-    if (v[0] != h || v[1] != ~h) {
-      // Everyone sees the disagreement (max == min only if all are equal);
-      // gather the signatures to say who differs and how.
-      struct entry {
-        std::uint64_t hash;
-        char text[248];
-      };
-      entry mine{};
-      mine.hash = h;
-      std::strncpy(mine.text, text.c_str(), sizeof(mine.text) - 1);
-      std::vector<entry> all(static_cast<std::size_t>(size_));
-      COLLC_MPI_CHECK(
-          MPI_Allgather(&mine, sizeof(entry), MPI_BYTE, all.data(), sizeof(entry), MPI_BYTE, reg_->control()));
-      std::map<std::uint64_t, std::vector<int>> groups;
-      std::vector<std::uint64_t> order;  // by first rank
-      for (int r = 0; r < size_; ++r) {
-        auto& g = groups[all[static_cast<std::size_t>(r)].hash];
-        if (g.empty()) order.push_back(all[static_cast<std::size_t>(r)].hash);
-        g.push_back(r);
-      }
-      std::string msg = "ranks disagree on the plan being set up (rank " + std::to_string(rank_) + " of " +
-                        std::to_string(size_) + " reporting):";
-      for (std::uint64_t hash : order) {
-        const auto& ranks = groups[hash];
-        msg += " " + rank_list(ranks) + ": " + all[static_cast<std::size_t>(ranks[0])].text + ";";
-      }
-      throw error(errc::mismatch, msg);
-    }
-    reg_->seq = v[2];
-    plan_id_ = static_cast<int>(v[3]);
-    reg_->next_plan_id = plan_id_ + 1;
-    name_ = "plan " + std::to_string(plan_id_) + " (" + text + ")";
-    reg_->plan_names[plan_id_] = name_;
+  /// Argument checks that need the communicator (every rank checks alike).
+  void check_shape() const {
+    if ((shape_.coll == collective::reduce || shape_.coll == collective::bcast) &&
+        (shape_.root < 0 || shape_.root >= size_))
+      throw error(errc::invalid_argument, "root " + std::to_string(shape_.root) +
+                                              " is not a rank of the communicator (size " + std::to_string(size_) +
+                                              ")");
+    const bool blocked = shape_.coll == collective::reduce_scatter || shape_.coll == collective::allgather;
+    const std::size_t blocks = blocked ? static_cast<std::size_t>(size_) : 1;
+    if (shape_.elem_size == 0 || shape_.count > SIZE_MAX / blocks / shape_.elem_size)
+      throw error(errc::overflow, "count " + std::to_string(shape_.count) + " x " + std::to_string(blocks) +
+                                      " blocks of " + std::to_string(shape_.elem_size) + "-byte elements overflows");
   }
 
-  void bind_all() {
+  /// Lowers the chunk program (and the tail program) into lowered_.
+  void lower_chunks(const lower_fn& lower) {
     const std::size_t elem = shape_.elem_size;
+    const std::size_t N = shape_.count;
+    if (N == 0) return;
+    const bool blocked = shape_.coll == collective::reduce_scatter || shape_.coll == collective::allgather;
+    chunk_request q;
+    q.ranks = size_;
+    q.granule = elem <= 64 && 64 % elem == 0 ? 64 / elem : 1;
+    q.root = (shape_.coll == collective::reduce || shape_.coll == collective::bcast)
+                 ? map_.prog_of_comm[static_cast<std::size_t>(shape_.root)]
+                 : 0;
+    if (map_.nodes > 1) q.node_of = map_.node_of;
+    // Chunk: start from the bound, shrink until shm and scratch fit in it.
+    const std::size_t per = blocked ? static_cast<std::size_t>(size_) : 1;
+    std::size_t c = std::max(q.granule, opt_.chunk_bytes / elem / per / q.granule * q.granule);
+    c = std::min(c, N);
+    ir::program prog;
+    for (int tries = 0;; ++tries) {
+      q.count = c;
+      q.block_stride = c == N ? 0 : N;
+      prog = lower(q);
+      const std::size_t need = std::max(prog.shm_count, prog.scratch_count) * elem;
+      if (need <= opt_.chunk_bytes || c <= q.granule || tries == 16) break;
+      std::size_t next = static_cast<std::size_t>(static_cast<double>(c) * static_cast<double>(opt_.chunk_bytes) /
+                                                  static_cast<double>(need));
+      next = std::max(q.granule, next / q.granule * q.granule);
+      if (next >= c) next = c > q.granule ? c - q.granule : c;
+      c = next;
+    }
+    chunk_ = c;
+    full_chunks_ = N / c;
+    executions_per_call_ = full_chunks_ + (N % c != 0 ? 1 : 0);
+    lowered_.push_back(std::move(prog));
+    if (N % c != 0) {
+      q.count = N % c;
+      q.block_stride = N;
+      lowered_.push_back(lower(q));
+    }
+  }
+
+  /// Sizes from the lowered programs: flags, shm, scratch, the segment slot.
+  void layout() {
     flags_ = 0;
-    std::size_t shm = 0, scratch = 0, count = 0;
+    shm_elems_ = scratch_elems_ = max_count_ = 0;
     for (const auto& p : lowered_) {
       if (p.ranks != size_)
         throw error(errc::invalid_argument,
                     "program for " + std::to_string(p.ranks) + " ranks on a communicator of " + std::to_string(size_));
       flags_ = std::max(flags_, p.flags);
-      shm = std::max(shm, p.shm_count);
-      scratch = std::max(scratch, p.scratch_count);
-      count = std::max(count, p.count);
+      shm_elems_ = std::max(shm_elems_, p.shm_count);
+      scratch_elems_ = std::max(scratch_elems_, p.scratch_count);
+      max_count_ = std::max(max_count_, p.count);
     }
+    slot_bytes_ = static_cast<std::size_t>(flags_) * 64 + (shm_elems_ * shape_.elem_size + 63) / 64 * 64;
+  }
+
+  /// The one agreement of setup (MPI_Allreduce MAX over the control
+  /// communicator), then the segment and the binding. Agreed: the signature
+  /// with the resolved schedule (or the local error) by hash, the call
+  /// sequence number and the next plan id, and the segment range (every
+  /// rank's proposal as max and -min, and its size).
+  void settle(const std::string& resolved, const std::optional<error>& failure) {
+    const std::string text = signature_text() + " -> " + resolved;
+    const std::uint64_t h = fnv1a(text);
+    const auto [arena, offset] = failure ? std::pair<int, std::size_t>{-1, 0} : pool_->propose(slot_bytes_);
+    const auto a = static_cast<std::int64_t>(arena), o = static_cast<std::int64_t>(offset),
+               n = static_cast<std::int64_t>(slot_bytes_);
+    // The hash as two non-negative halves and their complements: all equal
+    // iff every rank's maxima are its own values.
+    const auto hi = static_cast<std::int64_t>(h >> 32), lo = static_cast<std::int64_t>(h & 0xFFFFFFFFu);
+    std::int64_t v[11] = {
+        hi, lo, 0xFFFFFFFF - hi, 0xFFFFFFFF - lo, static_cast<std::int64_t>(reg_->seq), reg_->next_plan_id, a, o, n,
+        -a, -o};
+    COLLC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 11, MPI_INT64_T, MPI_MAX, reg_->control()));
+    if (v[0] != hi || v[1] != lo || v[2] != 0xFFFFFFFF - hi || v[3] != 0xFFFFFFFF - lo) report_disagreement(h, text);
+    if (failure) throw *failure;  // every rank failed alike (same text)
+    reg_->seq = static_cast<std::uint64_t>(v[4]);
+    plan_id_ = static_cast<int>(v[5]);
+    reg_->next_plan_id = plan_id_ + 1;
+    name_ = "plan " + std::to_string(plan_id_) + " (" + text + ")";
+    reg_->plan_names[plan_id_] = name_;
+    if (v[8] != n)  // same signature and schedule, yet different programs: a bug, not a user error
+      throw error(errc::mismatch, name_ + ": ranks lowered programs of different sizes (" + std::to_string(n) +
+                                      " and " + std::to_string(v[8]) + " bytes of segment)");
+    const bool agreed = arena >= 0 && v[6] == a && -v[9] == a && v[7] == o && -v[10] == o;
+    bind_all(agreed ? arena : -1, offset);
+  }
+
+  /// Everyone saw the disagreement (see settle()); gathers the signatures to
+  /// say who differs and how, and throws errc::mismatch.
+  [[noreturn]] void report_disagreement(std::uint64_t h, const std::string& text) {
+    struct entry {
+      std::uint64_t hash;
+      char text[504];
+    };
+    entry mine{};
+    mine.hash = h;
+    std::strncpy(mine.text, text.c_str(), sizeof(mine.text) - 1);
+    std::vector<entry> all(static_cast<std::size_t>(size_));
+    COLLC_MPI_CHECK(
+        MPI_Allgather(&mine, sizeof(entry), MPI_BYTE, all.data(), sizeof(entry), MPI_BYTE, reg_->control()));
+    std::map<std::uint64_t, std::vector<int>> groups;
+    std::vector<std::uint64_t> order;  // by first rank
+    for (int r = 0; r < size_; ++r) {
+      auto& g = groups[all[static_cast<std::size_t>(r)].hash];
+      if (g.empty()) order.push_back(all[static_cast<std::size_t>(r)].hash);
+      g.push_back(r);
+    }
+    std::string msg = "ranks disagree on the plan being set up (rank " + std::to_string(rank_) + " of " +
+                      std::to_string(size_) + " reporting):";
+    for (std::uint64_t hash : order) {
+      const auto& ranks = groups[hash];
+      msg += " " + rank_list(ranks) + ": " + all[static_cast<std::size_t>(ranks[0])].text + ";";
+    }
+    throw error(errc::mismatch, msg);
+  }
+
+  /// Takes the segment range (`arena` < 0: a new arena) and binds the programs.
+  void bind_all(int arena, std::size_t offset) {
+    const std::size_t elem = shape_.elem_size;
+    const std::size_t shm = shm_elems_, scratch = scratch_elems_, count = max_count_;
     const int tag_ub = [&] {
       int* ub = nullptr;
       int found = 0;
@@ -448,20 +513,12 @@ class engine {
     if (std::any_of(lowered_.begin(), lowered_.end(), messages))
       COLLC_MPI_CHECK(MPI_Comm_dup(reg_->control(), comm_.out()));
 
-    // The node segment: a range leased from the pool of this placement
-    // (collective over the node even where empty, so every rank takes the same path).
-    pool_ = &reg_->pool_for(map_, node_id_, prog_rank_);
-    if (pool_->node_rank() != prog_rank_ - node_first_ || pool_->node_size() != node_size_)
-      throw error(errc::mpi_error, "node communicator does not match the placement (rank " +
-                                       std::to_string(pool_->node_rank()) + " of " +
-                                       std::to_string(pool_->node_size()) + ")");
+    // The node segment (see the file comment: flag generations).
     const std::size_t flag_bytes = static_cast<std::size_t>(flags_) * 64;
-    const std::size_t data_bytes = (shm * elem + 63) / 64 * 64;
-    slot_bytes_ = flag_bytes + data_bytes;
     constexpr int generation_shift = 40;
     const bool generations = plan_id_ < (1 << 23);
     gen_ = generations ? std::int64_t{plan_id_} << generation_shift : 0;
-    segment_ = pool_->lease(slot_bytes_, generations ? 0 : flag_bytes);
+    segment_ = pool_->take(arena, offset, slot_bytes_, generations ? 0 : flag_bytes);
     const std::vector<std::byte*>& slot = segment_.slot;
 
     scratch_bytes_ = scratch * elem;
@@ -750,6 +807,7 @@ class engine {
   int flags_ = 0;
   bool in_place_safe_ = true, has_messages_ = false, same_signals_ = true;
   std::size_t slot_bytes_ = 0, scratch_bytes_ = 0, stage_bytes_ = 0;
+  std::size_t shm_elems_ = 0, scratch_elems_ = 0, max_count_ = 0;  // over the programs (layout())
   aligned_bytes scratch_, stage_;
   std::vector<std::byte*> bases_;
   std::int64_t gen_ = 0;                // flag generation (see the file comment)

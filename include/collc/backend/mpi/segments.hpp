@@ -8,18 +8,19 @@
 /// A segment_pool belongs to one node of one placement (the communicator of
 /// the ranks sharing a segment) and owns shared windows ("arenas"). A plan
 /// leases a range of `bytes` at the same offset of every node rank's slot of
-/// one arena. Leasing is collective over the node, freeing is local:
+/// one arena. Leasing is agreed by all ranks, freeing is local:
 ///
 ///  - every rank proposes the first range that is free in its own view (the
-///    ranges it holds a lease on are taken); ranks agree (one allreduce) when
-///    every rank proposes the same range, which is then free in every view,
-///    so no rank still runs a plan on it: the range is handed out;
+///    ranges it holds a lease on are taken); the plan's setup agreement (one
+///    allreduce, engine.hpp) checks that every rank proposes the same range,
+///    which is then free in every view, so no rank still runs a plan on it:
+///    the range is taken;
 ///  - ranks that destroyed their plans in different orders may propose
 ///    different ranges; then everyone allocates a new arena (collectively,
 ///    as the result of the allreduce is the same everywhere);
 ///  - a reused range holds the flag values of the plan that had it before;
 ///    the engine makes them harmless without zeroing (flag generations, see
-///    engine.hpp), so a reused range costs one allreduce and no barrier. A
+///    engine.hpp), so a reused range costs no collective of its own. A
 ///    new arena is zeroed by every rank and the node synchronizes once before
 ///    anyone polls it (fresh shared memory is zero on Linux, but no MPI
 ///    standard promises it).
@@ -74,26 +75,35 @@ class segment_pool {
   /// Shared windows created so far (for tests: a reused range creates none).
   [[nodiscard]] int arenas() const noexcept { return static_cast<int>(arenas_.size()); }
 
-  /// Collective over the node: a range of `bytes` (the same on every node
-  /// rank). With `zero_bytes` > 0 (the same on every rank), its first
-  /// `zero_bytes` are zero on every rank when this returns.
-  segment_lease lease(std::size_t bytes, std::size_t zero_bytes = 0) {
+  /// Local: the first range of `bytes` free in this rank's view, as (arena,
+  /// offset); arena -1 if no arena has room. Plan setup agrees on it across
+  /// ranks (engine.hpp) before take().
+  [[nodiscard]] std::pair<int, std::size_t> propose(std::size_t bytes) const {
+    const std::size_t need = round_up(bytes);
+    for (std::size_t i = 0; i < arenas_.size(); ++i) {
+      const arena_state& a = arenas_[i];
+      std::size_t at = 0;
+      for (const auto& [off, len] : a.used) {
+        if (off >= at + need) break;
+        at = std::max(at, off + len);
+      }
+      if (at + need <= a.capacity) return {static_cast<int>(i), at};
+    }
+    return {-1, 0};
+  }
+
+  /// Takes the range that every node rank proposed, or with `arena` < 0 a new
+  /// arena (collective over the node: every rank must take the same branch).
+  /// With `zero_bytes` > 0 (the same on every rank), the range's first
+  /// `zero_bytes` are zero on every rank when this returns (collective).
+  segment_lease take(int arena, std::size_t offset, std::size_t bytes, std::size_t zero_bytes = 0) {
     segment_lease l;
     l.bytes = bytes;
     l.slot.assign(static_cast<std::size_t>(node_size_), nullptr);
     if (bytes == 0) return l;  // every rank: the program needs no segment
     const std::size_t need = round_up(bytes);
-    const auto [arena, offset] = propose(need);
-    // max of (x, -x) gives max and min in one allreduce; the sizes are checked too.
-    std::int64_t v[6] = {arena,  static_cast<std::int64_t>(offset),  static_cast<std::int64_t>(need),
-                         -arena, -static_cast<std::int64_t>(offset), -static_cast<std::int64_t>(need)};
-    COLLC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 6, MPI_INT64_T, MPI_MAX, node_comm_.get()));
-    if (v[2] != -v[5])
-      throw error(errc::mismatch, "node ranks need segments of different sizes (" + std::to_string(-v[5]) + " and " +
-                                      std::to_string(v[2]) + " bytes) for the same plan");
-    const bool agreed = v[0] == -v[3] && v[1] == -v[4] && arena >= 0;
-    l.arena = agreed ? arena : add_arena(need);  // add_arena: everyone, as everyone saw the same v
-    l.offset = agreed ? offset : 0;
+    l.arena = arena >= 0 ? arena : add_arena(need);
+    l.offset = arena >= 0 ? offset : 0;
     arena_state& a = arenas_[static_cast<std::size_t>(l.arena)];
     a.used.emplace(l.offset, need);
     for (int r = 0; r < node_size_; ++r)
@@ -125,20 +135,6 @@ class segment_pool {
   };
 
   static std::size_t round_up(std::size_t n) noexcept { return (n + 63) / 64 * 64; }
-
-  /// First fit over the arenas in order; (-1, 0) if none has room.
-  [[nodiscard]] std::pair<int, std::size_t> propose(std::size_t need) const {
-    for (std::size_t i = 0; i < arenas_.size(); ++i) {
-      const arena_state& a = arenas_[i];
-      std::size_t at = 0;
-      for (const auto& [off, len] : a.used) {
-        if (off >= at + need) break;
-        at = std::max(at, off + len);
-      }
-      if (at + need <= a.capacity) return {static_cast<int>(i), at};
-    }
-    return {-1, 0};
-  }
 
   int add_arena(std::size_t need) {
     arena_state a;
