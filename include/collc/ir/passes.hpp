@@ -13,12 +13,14 @@
 ///
 /// The passes never renumber flags, change signals, sends or buffer sizes, so
 /// signals_per_execution and the wait values of the input stay meaningful.
+#include <collc/error.hpp>
 #include <collc/ir/program.hpp>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -478,6 +480,60 @@ inline program optimize(program p) {
     p = receive_into_destination(merge_adjacent(std::move(p)));
   }
   return p;
+}
+
+// --- alternating shm ------------------------------------------------------------
+
+/// A wait's value when shm alternates between two halves by execution parity
+/// (the paper's `alt`): a cross-execution wait (value <= 0: "the peer has
+/// finished the previous execution's part", which protects shm the peer may
+/// still read) may look one execution further back, since this execution
+/// writes the other half. `signals` = the peer's signals on the flag per
+/// execution. Waits inside the execution (value > 0) are unchanged.
+constexpr std::int64_t alternating_wait_value(std::int64_t value, std::int64_t signals) noexcept {
+  return value <= 0 ? value - signals : value;
+}
+
+/// What an engine runs when it alternates shm halves, written as one program
+/// over two executions so that verify() can prove it: the first half is `p`
+/// with alternating_wait_value(); the second is `p` again with its shm
+/// references moved to the second half (offset + shm_count) and its waits
+/// shifted by the first half's signals. Programs with send/recv are refused
+/// (errc::invalid_argument): their transfers are bound to fixed addresses.
+///   auto two = collc::ir::alternate(prog);  verify(two, {.executions = 3});
+inline program alternate(const program& p) {
+  program out = p;
+  out.shm_count = 2 * p.shm_count;
+  for (int r = 0; r < p.ranks; ++r) {
+    const rank_program& code = p.code[static_cast<std::size_t>(r)];
+    rank_program first, second;
+    auto shifted = [&](ref x) {
+      if (x.buf == buffer::shm) x.offset += p.shm_count;
+      return x;
+    };
+    for (const auto& ins : code) {
+      if (std::holds_alternative<send>(ins) || std::holds_alternative<recv>(ins))
+        throw error(errc::invalid_argument, "alternate: rank " + std::to_string(r) +
+                                                " sends or receives messages; only shared-memory programs alternate");
+      if (const auto* w = std::get_if<wait>(&ins)) {
+        const std::int64_t s = p.signals_per_execution(w->peer, w->flag);
+        first.push_back(wait{w->peer, w->flag, alternating_wait_value(w->value, s)});
+        second.push_back(wait{w->peer, w->flag, alternating_wait_value(w->value, s) + s});
+      } else if (const auto* c = std::get_if<copy>(&ins)) {
+        first.push_back(*c);
+        second.push_back(copy{shifted(c->dst), shifted(c->src), c->count});
+      } else if (const auto* d = std::get_if<reduce>(&ins)) {
+        first.push_back(*d);
+        second.push_back(reduce{shifted(d->dst), shifted(d->a), shifted(d->b), d->count});
+      } else {
+        first.push_back(ins);
+        second.push_back(ins);
+      }
+    }
+    first.insert(first.end(), second.begin(), second.end());
+    out.code[static_cast<std::size_t>(r)] = std::move(first);
+  }
+  return out;
 }
 
 }  // namespace collc::ir
