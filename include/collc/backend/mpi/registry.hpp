@@ -7,8 +7,9 @@
 ///
 /// One registry per user communicator and process, cached on the
 /// communicator with an MPI attribute and shared by every plan built on it.
-/// It owns a communicator of the physical node (MPI_COMM_TYPE_SHARED) and a
-/// shared window holding one cache line per node rank:
+/// It owns a communicator of the physical node (MPI_COMM_TYPE_SHARED) and,
+/// in the first range of that node's segment pool, one cache line per node
+/// rank:
 ///   status   0, or (seq << 8 | errc + 1) once the rank abandoned call `seq`
 ///            after an error, so peers waiting on it fail fast too
 ///   ring[7]  (seq << 24 | plan id) of the rank's last 7 calls, slot seq % 7
@@ -24,7 +25,7 @@
 /// placement (segments.hpp).
 ///
 /// Lifetime: plans hold a shared_ptr; the attribute holds only a weak_ptr, so
-/// the last plan destroyed frees the pools, the window and the communicators
+/// the last plan destroyed frees the pools (the lines with them) and the communicators
 /// (which is collective over the node, like destroying a plan).
 #include <collc/backend/mpi/handles.hpp>
 #include <collc/backend/mpi/segments.hpp>
@@ -74,9 +75,19 @@ class registry {
     COLLC_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, node_comm_.out()));
     COLLC_MPI_CHECK(MPI_Comm_rank(node_comm_.get(), &node_rank_));
     COLLC_MPI_CHECK(MPI_Comm_size(node_comm_.get(), &node_size_));
-    // The node leader is the smallest communicator rank of the node (key = rank).
+    // The node leader is the smallest communicator rank of the node (key =
+    // rank): node rank 0, translated locally (no message).
     int leader = rank_;
-    COLLC_MPI_CHECK(MPI_Bcast(&leader, 1, MPI_INT, 0, node_comm_.get()));
+    {
+      MPI_Group node_group = MPI_GROUP_NULL, comm_group = MPI_GROUP_NULL;
+      COLLC_MPI_CHECK(MPI_Comm_group(node_comm_.get(), &node_group));
+      COLLC_MPI_CHECK(MPI_Comm_group(comm, &comm_group));
+      const int first = 0;
+      const int rc = MPI_Group_translate_ranks(node_group, 1, &first, comm_group, &leader);
+      MPI_Group_free(&node_group);
+      MPI_Group_free(&comm_group);
+      mpi_check(rc, "MPI_Group_translate_ranks");
+    }
     int mine[2] = {leader, node_rank_};
     std::vector<int> all(2 * static_cast<std::size_t>(size_));
     COLLC_MPI_CHECK(MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, comm));
@@ -87,28 +98,23 @@ class registry {
       node_index_of_[static_cast<std::size_t>(r)] =
           all[2 * static_cast<std::size_t>(r)] == leader ? all[2 * static_cast<std::size_t>(r) + 1] : -1;
     }
-    void* base = nullptr;
-    COLLC_MPI_CHECK(
-        MPI_Win_allocate_shared(2 * sizeof(registry_line), 1, MPI_INFO_NULL, node_comm_.get(), &base, win_.out()));
-    std::memset(align_line(base), 0, sizeof(registry_line));
+    // The physical node's pool takes the node communicator, and the lines
+    // are the first range of its first arena (zeroed, the node synchronized):
+    // the communicator's first plan with the default placement then creates
+    // no other communicator or window.
+    const placement_map physical = make_placement(node_keys(leader_of_, 0, collc::placement::block), false);
+    auto pool = std::make_unique<segment_pool>(std::move(node_comm_));
+    const segment_lease lines = pool->take(-1, 0, sizeof(registry_line));
     lines_.resize(static_cast<std::size_t>(node_size_));
-    for (int i = 0; i < node_size_; ++i) {
-      MPI_Aint bytes = 0;
-      int disp = 0;
-      void* p = nullptr;
-      COLLC_MPI_CHECK(MPI_Win_shared_query(win_.get(), i, &bytes, &disp, &p));
-      lines_[static_cast<std::size_t>(i)] = static_cast<registry_line*>(align_line(p));
-    }
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    COLLC_MPI_CHECK(MPI_Barrier(node_comm_.get()));  // every line is zeroed before anyone reads one
+    for (int i = 0; i < node_size_; ++i)
+      lines_[static_cast<std::size_t>(i)] = reinterpret_cast<registry_line*>(lines.slot[static_cast<std::size_t>(i)]);
+    pools_.emplace(pool_key(physical), std::move(pool));
   }
 
   registry(const registry&) = delete;
   registry& operator=(const registry&) = delete;
   ~registry() {
     while (!pools_.empty()) pools_.erase(pools_.begin());  // in key order on every rank
-    win_.reset();
-    node_comm_.reset();
     control_.reset();
   }
 
@@ -120,8 +126,7 @@ class registry {
   /// communicator, collectively over it (every rank asks for the same
   /// placement in the same order, as plan setup is collective).
   segment_pool& pool_for(const placement_map& map, int node, int prog) {
-    std::vector<int> key = map.node_of;
-    key.insert(key.end(), map.comm_of_prog.begin(), map.comm_of_prog.end());
+    std::vector<int> key = pool_key(map);
     auto it = pools_.find(key);
     if (it == pools_.end()) {
       comm_owner node_comm;
@@ -188,11 +193,16 @@ class registry {
  private:
   registry_line& own() const noexcept { return *lines_[static_cast<std::size_t>(node_rank_)]; }
 
+  static std::vector<int> pool_key(const placement_map& map) {
+    std::vector<int> key = map.node_of;
+    key.insert(key.end(), map.comm_of_prog.begin(), map.comm_of_prog.end());
+    return key;
+  }
+
   int rank_ = 0, size_ = 1, node_rank_ = 0, node_size_ = 1;
   comm_owner control_;
-  comm_owner node_comm_;
+  comm_owner node_comm_;  ///< moved into the physical node's pool at the end of construction
   std::map<std::vector<int>, std::unique_ptr<segment_pool>> pools_;
-  win_owner win_;
   std::vector<registry_line*> lines_;
   std::vector<int> leader_of_;
   std::vector<int> node_index_of_;

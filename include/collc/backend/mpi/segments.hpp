@@ -123,9 +123,10 @@ class segment_pool {
   }
 
  private:
-  /// 256 KiB per rank unless a plan needs more: room for the segments of
-  /// many small plans (a plan of a few KiB needs a few KiB), and cheap to zero.
-  static constexpr std::size_t min_arena_bytes = std::size_t{256} << 10;
+  /// 64 KiB per rank unless a plan needs more: room for the segments of
+  /// hundreds of small plans, and cheap to zero (16 pages: on 8 ranks
+  /// sharing 2 cores, zeroing 256 KiB each took 4-5 ms of the first plan).
+  static constexpr std::size_t min_arena_bytes = std::size_t{64} << 10;
 
   struct arena_state {
     win_owner win;
