@@ -133,13 +133,16 @@ inline bool uniform_blocks(const std::vector<int>& node_of, int& per_node, int& 
 ///    (every rank reduces its slice, then reads the others'). reduce_scatter {-P}, allgather {P};
 ///    reduce and bcast: binomial tree up to 4 KiB, else copy-in.
 ///  - one node with more ranks than `node_cores` (oversubscribed; 0 =
-///    unknown, taken as one core per rank), allreduce, reduce and bcast up
-///    to 64 KiB: the flat tree (tree:P-1: the leaves write, the root reduces
-///    and writes, the leaves read). A rank descheduled in the middle of a
-///    call stalls everyone who waits on it; the flat tree has each leaf wait
-///    on the root only, and two hand-offs per call instead of every rank
-///    waiting on every other (measured on 2 cores: P = 8, 8 B: 36 us against
-///    62 us for {8}; P = 4: 12 us against 16 us; from 128 KiB {-P,P} wins).
+///    unknown, taken as one core per rank): allreduce while P x bytes <=
+///    64 KiB: {P} (with the MPI engine's alternating shm copies a call has
+///    one hand-off per peer and no entry wait; measured on 2 cores: P = 4,
+///    8 B: 8 us against 16-23 us for the flat tree, P = 8: 32 us against
+///    37-42 us); then, and for reduce and bcast, up to 64 KiB: the flat tree
+///    (tree:P-1: the leaves write, the root reduces and writes, the leaves
+///    read; each leaf waits on the root only: P = 8, 16 KiB: 46 us against
+///    52 us for {8}; from 128 KiB {-P,P} wins). A rank descheduled in the
+///    middle of a call stalls everyone who waits on it, so the number of
+///    dependent waits decides.
 ///  - several nodes, equal blocks of L ranks on N nodes: hierarchical
 ///    allreduce {-L, N, L} (reduce-scatter on the node, exchange of slices
 ///    between nodes, allgather on the node), {-L..} forms for the others;
@@ -152,8 +155,11 @@ inline schedule default_schedule(collective c, int P, std::size_t bytes, bool co
   for (int n : node_of) one_node = one_node && n == node_of.front();
   const bool small = bytes <= 4096;
   const bool oversubscribed = node_cores > 0 && P > node_cores;
-  if (one_node && oversubscribed && bytes <= 65536 && c != collective::reduce_scatter && c != collective::allgather)
+  if (one_node && oversubscribed && bytes <= 65536 && c != collective::reduce_scatter && c != collective::allgather) {
+    if (c == collective::allreduce && static_cast<std::size_t>(P) * bytes <= 65536)
+      return schedule::recursive(factor_set{P});
     return schedule::tree(std::max(2, P - 1));
+  }
   if (one_node) {
     switch (c) {
       case collective::allreduce:
