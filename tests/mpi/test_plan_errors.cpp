@@ -206,6 +206,24 @@ TEST_CASE("an override set on one rank only is reported on every rank", "[backen
   CHECK(b[9] == P);
 }
 
+TEST_CASE("different placement options are reported, not waited for", "[backend][mpi][errors][mismatch]") {
+  // A placement no plan used yet needs a new node communicator (a
+  // collective split): it is made only after the ranks agreed, so a rank
+  // asking for another placement gets errc::mismatch instead of a hang.
+  const int P = world_size(), me = world_rank();
+  if (P < 2) return;
+  const auto t0 = std::chrono::steady_clock::now();
+  collc::plan_options o;
+  o.ranks_per_node = me == 0 ? 1 : 3;
+  auto e = error_of([&] { collc::make_allreduce<double>(MPI_COMM_WORLD, 10, o); });
+  REQUIRE(e);
+  CHECK(e->first == errc::mismatch);
+  CHECK(contains(e->second, "rank 0: allreduce count=10"));
+  CHECK(contains(e->second, "ranks_per_node=1"));
+  CHECK(contains(e->second, "ranks_per_node=3"));
+  CHECK(seconds_since(t0) < 10);
+}
+
 TEST_CASE("different plans in the same call are reported, not waited for", "[backend][mpi][errors][mismatch]") {
   const int P = world_size(), me = world_rank();
   if (P < 2) return;

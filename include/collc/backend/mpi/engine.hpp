@@ -160,8 +160,8 @@ inline int online_cores() noexcept { return static_cast<int>(std::max(1u, std::t
 
 class engine {
  public:
-  /// Setup part 1: registry and placement (collective over `comm` only when
-  /// they are new: the communicator's first plan, or a new placement).
+  /// Setup part 1: registry and placement (collective over `comm` only for
+  /// the communicator's first plan).
   /// Nothing is agreed yet: build() does that, in one allreduce.
   engine(MPI_Comm comm, plan_shape shape, const resolved_options& opt) : shape_(std::move(shape)), opt_(opt) {
     int initialized = 0;
@@ -180,12 +180,10 @@ class engine {
     node_id_ = map_.node_of[static_cast<std::size_t>(prog_rank_)];
     node_first_ = map_.node_first(node_id_);
     node_size_ = map_.node_size(node_id_);
-    // The pool of this placement (its node communicator is split here, once).
-    pool_ = &reg_->pool_for(map_, node_id_, prog_rank_);
-    if (pool_->node_rank() != prog_rank_ - node_first_ || pool_->node_size() != node_size_)
-      throw error(errc::mpi_error, "node communicator does not match the placement (rank " +
-                                       std::to_string(pool_->node_rank()) + " of " +
-                                       std::to_string(pool_->node_size()) + ")");
+    // The pool of this placement, if an earlier plan made it (a new one is
+    // made after agreement: splitting is collective, and ranks that disagree
+    // on the placement must get errc::mismatch, not a hang).
+    pool_ = reg_->find_pool(map_);
   }
 
   engine(const engine&) = delete;
@@ -465,7 +463,8 @@ class engine {
   void settle(const std::string& resolved, const std::optional<error>& failure) {
     const std::string text = signature_text() + " -> " + resolved;
     const std::uint64_t h = fnv1a(text);
-    const auto [arena, offset] = failure ? std::pair<int, std::size_t>{-1, 0} : pool_->propose(slot_bytes_);
+    const auto [arena, offset] =
+        failure || pool_ == nullptr ? std::pair<int, std::size_t>{-1, 0} : pool_->propose(slot_bytes_);
     const auto a = static_cast<std::int64_t>(arena), o = static_cast<std::int64_t>(offset),
                n = static_cast<std::int64_t>(slot_bytes_);
     // The hash as two non-negative halves and their complements: all equal
@@ -486,6 +485,13 @@ class engine {
       throw error(errc::mismatch, name_ + ": ranks lowered programs of different sizes (" + std::to_string(n) +
                                       " and " + std::to_string(v[8]) + " bytes of segment)");
     const bool agreed = arena >= 0 && v[6] == a && -v[9] == a && v[7] == o && -v[10] == o;
+    if (pool_ == nullptr) {  // every rank alike: same placement, pools made in the same order
+      pool_ = &reg_->pool_for(map_, node_id_, prog_rank_);
+      if (pool_->node_rank() != prog_rank_ - node_first_ || pool_->node_size() != node_size_)
+        throw error(errc::mpi_error, "node communicator does not match the placement (rank " +
+                                         std::to_string(pool_->node_rank()) + " of " +
+                                         std::to_string(pool_->node_size()) + ")");
+    }
     bind_all(agreed ? arena : -1, offset);
   }
 

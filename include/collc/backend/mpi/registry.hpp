@@ -135,6 +135,11 @@ class registry {
     }
     return *it->second;
   }
+  /// The pool of placement `map` if one was made, else null (local).
+  [[nodiscard]] segment_pool* find_pool(const placement_map& map) const {
+    auto it = pools_.find(pool_key(map));
+    return it == pools_.end() ? nullptr : it->second.get();
+  }
   /// Shared windows of all pools (for tests: a reused segment range adds none).
   [[nodiscard]] int arenas() const noexcept {
     int n = 0;
