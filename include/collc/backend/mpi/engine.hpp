@@ -12,13 +12,13 @@
 ///   base(l, f) + value,  base = signals of l on f in all earlier executions,
 /// which is the epoch * signals_per_execution + value rule of ir/program.hpp
 /// (and stays right if chunk and tail programs signal differently, see
-/// transition()). Flag generations: a plan may lease a range that an earlier
-/// plan of the communicator used, flags and all; instead of zeroing them
-/// (which needs a node barrier before anyone polls) a plan counts from
+/// transition()). Flag generations: a plan counts from
 ///   gen = plan id << 40
-/// (plan ids grow, so earlier plans' flags are all below gen), and a wait
-/// whose target is <= gen asks for no signal of this plan and passes. Plan
-/// ids from 2^23 on fall back to zeroed flags and a barrier. Open MPI (osc/sm: backing file unlinked once mapped) and
+/// and a wait whose target is <= gen asks for no signal of this plan and
+/// passes, so flags that start at zero need no reset before the first call.
+/// A range leased before gets its flag lines zeroed with a node barrier (an
+/// earlier plan's data there could read as any flag value; segments.hpp);
+/// plan ids from 2^23 on always zero and synchronize. Open MPI (osc/sm: backing file unlinked once mapped) and
 /// MPICH (SysV segment marked for removal once attached) leave nothing
 /// behind when a rank is killed, which tests/mpi/kill_check.cmake checks, so
 /// the window is used as is.
@@ -545,7 +545,7 @@ class engine {
     constexpr int generation_shift = 40;
     const bool generations = plan_id_ < (1 << 23);
     gen_ = generations ? std::int64_t{plan_id_} << generation_shift : 0;
-    segment_ = pool_->take(arena, offset, slot_bytes_, generations ? 0 : flag_bytes);
+    segment_ = pool_->take(arena, offset, slot_bytes_, flag_bytes, !generations);
     const std::vector<std::byte*>& slot = segment_.slot;
 
     scratch_bytes_ = scratch * elem;

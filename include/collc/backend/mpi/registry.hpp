@@ -104,7 +104,7 @@ class registry {
     // no other communicator or window.
     const placement_map physical = make_placement(node_keys(leader_of_, 0, collc::placement::block), false);
     auto pool = std::make_unique<segment_pool>(std::move(node_comm_));
-    const segment_lease lines = pool->take(-1, 0, sizeof(registry_line));
+    const segment_lease lines = pool->take(-1, 0, sizeof(registry_line), 0, false);
     lines_.resize(static_cast<std::size_t>(node_size_));
     for (int i = 0; i < node_size_; ++i)
       lines_[static_cast<std::size_t>(i)] = reinterpret_cast<registry_line*>(lines.slot[static_cast<std::size_t>(i)]);

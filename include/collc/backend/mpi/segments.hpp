@@ -18,12 +18,14 @@
 ///  - ranks that destroyed their plans in different orders may propose
 ///    different ranges; then everyone allocates a new arena (collectively,
 ///    as the result of the allreduce is the same everywhere);
-///  - a reused range holds the flag values of the plan that had it before;
-///    the engine makes them harmless without zeroing (flag generations, see
-///    engine.hpp), so a reused range costs no collective of its own. A
-///    new arena is zeroed by every rank and the node synchronizes once before
-///    anyone polls it (fresh shared memory is zero on Linux, but no MPI
-///    standard promises it).
+///  - a new arena is zeroed by every rank and the node synchronizes once
+///    before anyone polls it (fresh shared memory is zero on Linux, but no
+///    MPI standard promises it); a range above everything leased before in
+///    its arena is still zero, and flag generations (engine.hpp) let a plan
+///    start there with no collective of its own;
+///  - a range that was leased before may hold an earlier plan's data where
+///    the new plan has its flags, and data read as a flag can be any value:
+///    its flag lines are zeroed and the node synchronizes (one barrier).
 /// Arenas live until the pool dies with the communicator's registry (the last
 /// plan on the communicator destroyed), so a program that creates and
 /// destroys plans of similar sizes reuses the same memory.
@@ -94,9 +96,14 @@ class segment_pool {
 
   /// Takes the range that every node rank proposed, or with `arena` < 0 a new
   /// arena (collective over the node: every rank must take the same branch).
-  /// With `zero_bytes` > 0 (the same on every rank), the range's first
-  /// `zero_bytes` are zero on every rank when this returns (collective).
-  segment_lease take(int arena, std::size_t offset, std::size_t bytes, std::size_t zero_bytes = 0) {
+  /// The range's first `zero_bytes` (its flag lines) are zero on every rank
+  /// when this returns if `always_zero`, or if any of them was leased before:
+  /// an earlier plan may have kept data there, whose values would read as
+  /// flags far above any generation. Then each rank zeroes its own part and
+  /// the node synchronizes (collective; the decision is the same everywhere,
+  /// as every rank has seen the same agreed leases). Memory never leased
+  /// since the arena was zeroed needs nothing.
+  segment_lease take(int arena, std::size_t offset, std::size_t bytes, std::size_t zero_bytes, bool always_zero) {
     segment_lease l;
     l.bytes = bytes;
     l.slot.assign(static_cast<std::size_t>(node_size_), nullptr);
@@ -106,9 +113,11 @@ class segment_pool {
     l.offset = arena >= 0 ? offset : 0;
     arena_state& a = arenas_[static_cast<std::size_t>(l.arena)];
     a.used.emplace(l.offset, need);
+    const bool leased_before = l.offset < a.high_water;
+    a.high_water = std::max(a.high_water, l.offset + need);
     for (int r = 0; r < node_size_; ++r)
       l.slot[static_cast<std::size_t>(r)] = a.base[static_cast<std::size_t>(r)] + l.offset;
-    if (zero_bytes > 0) {
+    if (zero_bytes > 0 && (always_zero || leased_before)) {
       std::memset(l.slot[static_cast<std::size_t>(node_rank_)], 0, zero_bytes);
       std::atomic_thread_fence(std::memory_order_seq_cst);
       COLLC_MPI_CHECK(MPI_Barrier(node_comm_.get()));  // zero before anyone polls
@@ -132,6 +141,7 @@ class segment_pool {
     win_owner win;
     std::vector<std::byte*> base;             ///< [node rank] line-aligned start of the slot
     std::size_t capacity = 0;                 ///< bytes per rank
+    std::size_t high_water = 0;               ///< end of the highest range leased so far (agreed: same everywhere)
     std::map<std::size_t, std::size_t> used;  ///< offset -> bytes, ranges leased by this rank
   };
 
