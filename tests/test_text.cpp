@@ -454,3 +454,31 @@ TEST_CASE("to_dot shows ranks with empty programs", "[ir][text][dot]") {
   CHECK(g.clusters.size() == 2);
   CHECK(g.nodes.size() == 2);
 }
+
+TEST_CASE("to_dot of parsed text with extreme wait values", "[ir][text][dot]") {
+  // Parsed text may hold any int64 wait value. Counting executions back from
+  // one near INT64_MIN overflowed (s - value) and indexed past the signals.
+  constexpr auto lo = std::numeric_limits<std::int64_t>::min();
+  auto l = valid_lines;
+  l[20] = "  signal f0";  // rank 1 signals f0 three times: instructions 1, 2, 3
+  l.insert(l.begin() + 21, "  signal f0");
+  l.insert(l.begin() + 16, {"  wait r1.f0 >= -9223372036854775808", "  wait r1.f0 >= -9223372036854775807",
+                            "  wait r1.f0 >= -9223372036854775806", "  wait r1.f0 >= 9223372036854775807",
+                            "  wait r1.f0 >= 0", "  wait r1.f0 >= -2"});
+  const program p = parse_program(text_of(l));
+  REQUIRE(std::get<wait>(p.code[0][3]).value == lo);
+  const std::string dot = to_dot(p);
+  const dot_graph g = read_dot(dot);
+  // 2^63 = 3 * 3074457345618258602 + 2: INT64_MIN is 3074457345618258603
+  // executions of three signals back from the first signal (instruction 1).
+  CHECK(dot.find("r1_1 -> r0_3 [color=blue, style=dashed, label=\"exec-3074457345618258603\"]") != std::string::npos);
+  CHECK(dot.find("r1_2 -> r0_4 [color=blue, style=dashed, label=\"exec-3074457345618258603\"]") != std::string::npos);
+  CHECK(dot.find("r1_3 -> r0_5 [color=blue, style=dashed, label=\"exec-3074457345618258603\"]") != std::string::npos);
+  CHECK(g.edges.count({"r1_1", "r0_6"}) == 0);  // INT64_MAX: never satisfied, no source
+  CHECK(dot.find("r1_3 -> r0_7 [color=blue, style=dashed, label=\"exec-1\"]") != std::string::npos);
+  CHECK(dot.find("r1_1 -> r0_8 [color=blue, style=dashed, label=\"exec-1\"]") != std::string::npos);
+  for (const auto& [a, b] : g.edges) {
+    CHECK(g.nodes.count(a) == 1);
+    CHECK(g.nodes.count(b) == 1);
+  }
+}

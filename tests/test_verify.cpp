@@ -3,10 +3,14 @@
 // property has a correct program that verifies and a broken one whose
 // violation must be reported with the right property, place and reason.
 #include <catch2/catch.hpp>
+#include <collc/ir/text.hpp>
 #include <collc/ir/verify.hpp>
 
 #include <chrono>
+#include <cstdint>
+#include <limits>
 #include <string>
+#include <typeinfo>
 
 using namespace collc;
 using namespace collc::ir;
@@ -648,4 +652,92 @@ TEST_CASE("large generated shared-memory allreduce verifies quickly", "[ir][veri
   INFO(r.to_string());
   CHECK(r.failed == property::race);
   CHECK(mentions(r, "(execution 1)"));
+}
+
+namespace {
+
+/// The two-rank shared-memory allreduce as parsed text, with `count` elements.
+std::string two_rank_text(std::uint64_t count) {
+  const std::string n = std::to_string(count);
+  std::string t = "collc-program 1\ncollective=allreduce\nranks=2\ncount=" + n +
+                  "\nblock_stride=0\nroot=0\ncommutative_only=false\nshm_count=" + n +
+                  "\nscratch_count=0\nflags=1\nnode_of=[]\nname=\"huge\"\n";
+  for (int r = 0; r < 2; ++r)
+    t += "rank " + std::to_string(r) + ":\n  copy shm@" + std::to_string(r) + "+0 <- send+0 x" + n +
+         "\n  signal f0\n  wait r" + std::to_string(1 - r) + ".f0 >= 1\n  reduce recv+0 <- shm@0+0, shm@1+0 x" + n +
+         "\n";
+  return t + "end\n";
+}
+
+/// The collc::error verify throws for `p` (fails the test if none).
+collc::error verify_error(const program& p, const verify_options& o = {}) {
+  try {
+    (void)verify(p, o);
+  } catch (const collc::error& e) {
+    return e;
+  } catch (const std::exception& e) {
+    FAIL("verify threw " << typeid(e).name() << ": " << e.what() << ", not collc::error");
+  }
+  FAIL("verify did not throw");
+  return collc::error(errc::invalid_argument, "unreachable");
+}
+
+}  // namespace
+
+TEST_CASE("verify refuses programs too large for its memory limit, up front", "[ir][verify][limit]") {
+  // The parsed text of the issue: count 1e8 used to end in std::bad_alloc
+  // (14.4 GB of cells alone, and more for the expression trees).
+  const program huge = parse_program(two_rank_text(100000000));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto e = verify_error(huge);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+  CHECK(e.code() == errc::invalid_argument);
+  CHECK_THAT(e.what(), Catch::Contains("'huge'") && Catch::Contains("2 ranks") && Catch::Contains("count 100000000") &&
+                           Catch::Contains("needs an estimated 62.6 GiB") && Catch::Contains("memory_limit (2.0 GiB)"));
+  CHECK(verify_memory_estimate({&huge}, {2}, {}) >= std::uint64_t{2} * 300000000 * 24);
+  CHECK_THROWS_AS(verify_or_throw(huge), collc::error);
+  // 65536 ranks (the most verify takes): 16 GiB of vector clocks alone.
+  program wide = make(collective::allgather, 65536, 0, 0);
+  e = verify_error(wide);
+  CHECK(e.code() == errc::invalid_argument);
+  CHECK_THAT(e.what(), Catch::Contains("65536 ranks") && Catch::Contains("needs an estimated 16.0 GiB"));
+  // More ranks than verify handles is still a well-formedness report.
+  wide.ranks = 65537;
+  wide.code.resize(65537);
+  const auto r = verify(wide);
+  CHECK(r.failed == property::well_formed);
+  CHECK_THAT(r.reason, Catch::Contains("at most 65536"));
+}
+
+TEST_CASE("the memory limit is an option, and the estimate follows the sizes", "[ir][verify][limit]") {
+  const program small = parse_program(two_rank_text(1000));  // one flag: correct for one execution
+  CHECK(verify(small, {.commutative = true, .executions = 1}));
+  const std::uint64_t need = verify_memory_estimate({&small}, {1}, {});
+  // cells alone: 2 ranks * (send + recv + shm) * 24 B
+  CHECK(need >= 2 * 3000 * 24);
+  CHECK(need < 1 << 20);
+  CHECK(verify_memory_estimate({&small}, {4}, {}) > need);  // more executions, more inputs and snapshots
+  verify_options tight{.commutative = true, .executions = 1};
+  tight.memory_limit = need - 1;
+  CHECK_THAT(verify_error(small, tight).what(), Catch::Contains("more than verify_options::memory_limit"));
+  tight.memory_limit = need;
+  CHECK(verify(small, tight));
+  // Saturates instead of wrapping.
+  const program absurd = parse_program(two_rank_text(std::uint64_t{1} << 62));
+  CHECK(verify_memory_estimate({&absurd}, {2}, {}) == std::numeric_limits<std::uint64_t>::max());
+  // Shapes verify refuses without simulating count nothing.
+  program bad = make(collective::allreduce, 3, 5, 0);
+  bad.code.resize(2);
+  CHECK(verify_memory_estimate({&bad}, {2}, {}) == 0);
+}
+
+TEST_CASE("a failed allocation inside verify is a collc::error", "[ir][verify][limit]") {
+  // No limit: the allocation itself fails (far beyond any address space).
+  const program absurd = parse_program(two_rank_text(std::uint64_t{1} << 50));
+  verify_options unlimited{.commutative = true};
+  unlimited.memory_limit = 0;
+  const auto e = verify_error(absurd, unlimited);
+  CHECK(e.code() == errc::invalid_argument);
+  CHECK_THAT(e.what(),
+             Catch::Contains("out of memory verifying program 'huge'") && Catch::Contains("count 1125899906842624"));
 }

@@ -5,7 +5,9 @@
 // every byte, any byte flipped, foreign version, foreign machine, checksum
 // mismatch, entries that would yield a wrong plan behind a valid checksum,
 // unreadable paths, stale locks. A bad file is ignored with a warning; it
-// never throws and never yields an entry.
+// never throws and never yields an entry. Writers and clear never replace or
+// remove what is not a wisdom file (a user's notes, a directory), follow
+// symlinks, and report the real reason when they cannot write.
 #include <catch2/catch.hpp>
 #include <collc/wisdom.hpp>
 
@@ -13,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -340,10 +343,12 @@ TEST_CASE("update keeps unrelated entries and replaces a corrupt file", "[wisdom
   CHECK(w.entries().size() == 2);
   CHECK(w.find(key_for(4), 7)->schedule == "recexch{-4,4}");
   CHECK(w.find(key_for(8, "other machine"), 7)->schedule == "recexch{8}");
-  write(p, "garbage");
+  // Corrupt, but a wisdom file (its header says so): replaced, with a warning.
+  write(p, "collc-wisdom 1\ngarbage\n");
   std::vector<std::string> warnings;
   wisdom::update(p, {entry_for(4, 1, 10, "recexch{4}")}, &warnings);
-  CHECK(warnings.size() == 1);
+  REQUIRE(warnings.size() == 1);
+  CHECK_THAT(warnings[0], Catch::Contains("truncated"));
   CHECK(wisdom::load(p).entries().size() == 1);
   // A bad entry is refused before the file is touched.
   const std::string before = read(p);
@@ -360,6 +365,147 @@ TEST_CASE("clear removes entries, then the file", "[wisdom][clear]") {
   wisdom::clear(p);
   CHECK(!fs::exists(p));
   CHECK_NOTHROW(wisdom::clear(p));  // nothing there: fine
+}
+
+namespace {
+
+/// The names in `dir`, sorted (to see that nothing, no temporary file and no
+/// lock, is left behind).
+std::vector<std::string> names_in(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& f : fs::directory_iterator(dir)) out.push_back(f.path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+/// The collc::error of `f` (which must throw one).
+template <class F>
+collc::error error_of(F&& f) {
+  try {
+    f();
+  } catch (const collc::error& e) {
+    return e;
+  }
+  FAIL("no collc::error thrown");
+  return collc::error(errc::invalid_argument, "unreachable");
+}
+
+}  // namespace
+
+TEST_CASE("update never replaces a file that is not a wisdom file", "[wisdom][safety]") {
+  scratch_dir d;
+  const fs::path p = d / "notes.txt";  // COLLC_TUNE=1 COLLC_WISDOM=~/notes.txt
+  for (const std::string& notes : {std::string("my notes\nline two\n"), std::string("collc-wisdo"),
+                                   std::string("\0\x01binary", 8), std::string(" collc-wisdom 1\n")}) {
+    INFO("file holds '" << notes << "'");
+    write(p, notes);
+    std::vector<std::string> warnings;
+    const auto e = error_of([&] { wisdom::update(p, {entry_for(4, 1, 10, "recexch{4}")}, &warnings); });
+    CHECK(e.code() == errc::io_error);
+    CHECK_THAT(e.what(), Catch::Contains(p.string()) && Catch::Contains("not a collc wisdom file") &&
+                             Catch::Contains("untouched"));
+    CHECK(read(p) == notes);
+    CHECK(names_in(d.dir) == std::vector<std::string>{"notes.txt"});  // no temporary file, no lock
+  }
+  // An empty file holds nothing to lose: it becomes the wisdom file.
+  write(p, "");
+  wisdom::update(p, {entry_for(4, 1, 10, "recexch{4}")});
+  CHECK(wisdom::load(p).entries().size() == 1);
+}
+
+TEST_CASE("clear never removes a file that is not a wisdom file, nor a directory", "[wisdom][safety]") {
+  scratch_dir d;
+  const fs::path p = d / "notes.txt";
+  write(p, "my notes\n");
+  auto e = error_of([&] { wisdom::clear(p); });
+  CHECK(e.code() == errc::io_error);
+  CHECK_THAT(e.what(), Catch::Contains(p.string()) && Catch::Contains("not a collc wisdom file"));
+  CHECK(read(p) == "my notes\n");
+  e = error_of([&] { wisdom::clear(p, nullptr, [](const wisdom_entry&) { return true; }); });
+  CHECK(read(p) == "my notes\n");
+  write(p, "");  // empty: not a wisdom file either, left alone
+  e = error_of([&] { wisdom::clear(p); });
+  CHECK_THAT(e.what(), Catch::Contains("empty"));
+  CHECK(fs::exists(p));
+  // Directories, empty or not, are never removed.
+  const fs::path empty = d / "empty", full = d / "full";
+  fs::create_directory(empty);
+  fs::create_directory(full);
+  write(full / "x", "x");
+  for (const auto& dir : {empty, full}) {
+    e = error_of([&] { wisdom::clear(dir); });
+    CHECK(e.code() == errc::io_error);
+    CHECK_THAT(e.what(), Catch::Contains(dir.string()) && Catch::Contains("is a directory"));
+    CHECK(fs::is_directory(dir));
+  }
+  CHECK(read(full / "x") == "x");
+  CHECK(names_in(d.dir) == std::vector<std::string>{"empty", "full", "notes.txt"});
+  // A corrupt wisdom file is still one: clear removes it.
+  write(p, "collc-wisdom 1\nentry\n");
+  wisdom::clear(p);
+  CHECK(!fs::exists(p));
+}
+
+TEST_CASE("a symlinked wisdom path is followed: the target updates, the link stays", "[wisdom][safety][symlink]") {
+  scratch_dir d;
+  fs::create_directory(d / "shared");
+  const fs::path target = d / "shared" / "wisdom";
+  const fs::path link = d / "w", rel = d / "w-relative", chain = d / "w-chain";
+  fs::create_symlink(target, link);          // dangling until the first write
+  fs::create_symlink("shared/wisdom", rel);  // relative to the link's directory
+  fs::create_symlink("w-relative", chain);   // a link to a link
+  wisdom::update(link, {entry_for(4, 1, 10, "recexch{4}")});
+  CHECK(fs::is_symlink(link));
+  REQUIRE(fs::is_regular_file(target));
+  CHECK(wisdom::load(target).entries().size() == 1);
+  wisdom::update(rel, {entry_for(8, 1, 10, "recexch{8}")});
+  wisdom::update(chain, {entry_for(2, 1, 10, "recexch{2}")});
+  CHECK(fs::is_symlink(rel));
+  CHECK(fs::is_symlink(chain));
+  CHECK(fs::read_symlink(chain) == "w-relative");
+  CHECK(wisdom::load(target).entries().size() == 3);
+  CHECK(wisdom::load(link).entries().size() == 3);
+  // Temporary files and the lock live next to the target and are gone.
+  CHECK(names_in(d.dir) == std::vector<std::string>{"shared", "w", "w-chain", "w-relative"});
+  CHECK(names_in(d / "shared") == std::vector<std::string>{"wisdom"});
+  // clear through a link edits or removes the target, never the link.
+  wisdom::clear(link, nullptr, [](const wisdom_entry& e) { return e.key.ranks == 8; });
+  CHECK(fs::is_symlink(link));
+  CHECK(wisdom::load(target).entries().size() == 2);
+  wisdom::clear(chain);
+  CHECK(!fs::exists(target));
+  CHECK(fs::is_symlink(link));
+  CHECK(fs::is_symlink(chain));
+  // A link to a user's file protects that file as well.
+  write(target, "my notes\n");
+  CHECK_THROWS_AS(wisdom::update(link, {entry_for(4, 1, 10, "recexch{4}")}), collc::error);
+  CHECK_THROWS_AS(wisdom::clear(link), collc::error);
+  CHECK(read(target) == "my notes\n");
+  // A loop of links is an error, not a hang.
+  fs::create_symlink("loop-b", d / "loop-a");
+  fs::create_symlink("loop-a", d / "loop-b");
+  const auto e = error_of([&] { wisdom::update(d / "loop-a", {entry_for(4, 1, 10, "recexch{4}")}); });
+  CHECK(e.code() == errc::io_error);
+  CHECK_THAT(e.what(), Catch::Contains("symbolic links"));
+}
+
+TEST_CASE("write errors name the path and the real reason", "[wisdom][safety]") {
+  scratch_dir d;
+  // A directory where the file should be (COLLC_WISDOM=/tmp).
+  fs::create_directory(d / "dir");
+  auto e = error_of([&] { wisdom::update(d / "dir", {entry_for(4, 1, 10, "recexch{4}")}); });
+  CHECK(e.code() == errc::io_error);
+  CHECK_THAT(e.what(), Catch::Contains((d / "dir").string()) && Catch::Contains("is a directory"));
+  CHECK_THAT(e.what(), !Catch::Contains("Success"));
+  CHECK(fs::is_directory(d / "dir"));
+  CHECK(fs::is_empty(d / "dir"));
+  e = error_of([&] { sample().write_atomically(d / "dir"); });
+  CHECK_THAT(e.what(), Catch::Contains("is a directory") && !Catch::Contains("Success"));
+  // A directory that does not exist: the system's reason, not "Success".
+  e = error_of([&] { wisdom::update(d / "missing" / "w", {entry_for(4, 1, 10, "recexch{4}")}); });
+  CHECK(e.code() == errc::io_error);
+  CHECK_THAT(e.what(), Catch::Contains("No such file or directory") && !Catch::Contains("Success"));
+  CHECK(names_in(d.dir) == std::vector<std::string>{"dir"});
 }
 
 TEST_CASE("a stale lock is taken over", "[wisdom][lock]") {

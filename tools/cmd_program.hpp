@@ -5,10 +5,15 @@
 //   collc show   --ranks 4 --factors=-2,-2,2,2 [--collective allreduce] [--algo recexch]
 //                [--count N] [--root R] [--ranks-per-node L] [--arity K] [--roots S]
 //                [--fold] [--op sum|matmul] [--dot FILE]
-//   collc verify (same options) [--in-place] [--executions E]
+//   collc verify (same options) [--in-place] [--executions E] [--memory-limit GIB]
+//
+// Both refuse at once a program too large for --memory-limit (default 2 GiB,
+// ir::verify_options::memory_limit; 0: none), estimated before lowering and
+// again by verify, instead of running out of memory after minutes.
 #include <fmt/core.h>
 
 #include <charconv>
+#include <cstdint>
 #include <fstream>
 #include <span>
 #include <string>
@@ -37,6 +42,7 @@ struct program_options {
   bool fold = false;
   bool commutative = true;  // --op sum (default) or a non-commutative op
   bool in_place = false;
+  std::uint64_t memory_limit = ir::verify_options{}.memory_limit;  // bytes; 0: none
   int executions = 2;
   std::string dot;
 };
@@ -109,6 +115,8 @@ inline program_options parse_program_options(std::span<const std::string_view> a
       o.in_place = true;
     } else if (a == "--executions") {
       o.executions = static_cast<int>(parse_integer(a, next(), 1, 16));
+    } else if (a == "--memory-limit") {
+      o.memory_limit = static_cast<std::uint64_t>(parse_integer(a, next(), 0, 1 << 20)) << 30;
     } else if (a == "--dot") {
       o.dot = std::string(next());
     } else {
@@ -136,11 +144,46 @@ inline algo::schedule schedule_of(const program_options& o) {
   return {};
 }
 
+/// Memory the lowered program of `s` on P ranks would take, from the
+/// schedule alone: each rank has about 3 instructions (64 B each, plus the
+/// lowering's own) per peer of every step, and a step of radix r has r - 1
+/// peers (a ring: 2 (P - 1) steps of one; copy-in: P - 1 peers; trees: the
+/// arity, binomial log2 P, per level). A flat recexch{-P,P} is P^2
+/// instructions: 4096 ranks would take about 6 GiB before verify starts.
+inline std::uint64_t lowered_bytes_estimate(const algo::schedule& s, int P) {
+  const auto p = static_cast<std::uint64_t>(P);
+  std::uint64_t peers = 0;
+  switch (s.fam) {
+    case algo::family::recursive_exchange:
+    case algo::family::cyclic_shift:
+      if (s.factors.empty()) peers = 2 * p;  // ring
+      for (int r : s.factors) peers += static_cast<std::uint64_t>(r < 0 ? -r : r);
+      break;
+    case algo::family::copy_in: peers = p; break;
+    case algo::family::tree: {
+      std::uint64_t levels = 1;
+      while ((std::uint64_t{1} << levels) < p) ++levels;
+      peers = 2 * levels * static_cast<std::uint64_t>(s.arity == 0 ? 1 : s.arity) * static_cast<std::uint64_t>(s.roots);
+      break;
+    }
+  }
+  return p * (peers + 4) * 3 * 96;
+}
+
 inline ir::program lower_from(const program_options& o) {
   algo::lower_request q{.coll = o.coll, .ranks = o.ranks, .count = o.count, .root = o.root};
   if (o.ranks_per_node > 0)
     for (int r = 0; r < o.ranks; ++r) q.node_of.push_back(r / o.ranks_per_node);
   const auto s = schedule_of(o);
+  // Refuse at once what would exhaust the machine (verify's own limit, see
+  // ir::verify_options::memory_limit, applies only once the program exists).
+  if (const std::uint64_t need = lowered_bytes_estimate(s, o.ranks); o.memory_limit != 0 && need > o.memory_limit)
+    throw error(errc::invalid_argument,
+                fmt::format("{} on {} ranks would be a program of about {:.1f} GiB (limit {:.1f} GiB, "
+                            "--memory-limit); choose a schedule with smaller radices, e.g. "
+                            "--factors=-16,-16,16,16 for 256 ranks",
+                            s.to_string(), o.ranks, static_cast<double>(need) / (1 << 30),
+                            static_cast<double>(o.memory_limit) / (1 << 30)));
   auto prog = algo::lower(s, q);
   if (prog.commutative_only && !o.commutative)
     throw error(errc::not_commutative,
@@ -171,7 +214,9 @@ inline int run_verify(std::span<const std::string_view> args) {
   const auto p = lower_from(o);
   std::size_t instructions = 0;
   for (const auto& c : p.code) instructions += c.size();
-  const auto v = ir::verify(p, {.commutative = o.commutative, .executions = o.executions, .in_place = o.in_place});
+  ir::verify_options vo{.commutative = o.commutative, .executions = o.executions, .in_place = o.in_place};
+  vo.memory_limit = o.memory_limit;
+  const auto v = ir::verify(p, vo);
   const std::string proved = o.commutative
                                  ? "each contribution once, identical results on all ranks, no race, no deadlock"
                                  : "each contribution once in rank order, identical results on all ranks, "

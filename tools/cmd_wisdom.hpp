@@ -5,7 +5,9 @@
 //   collc wisdom clear [--file PATH]
 //
 // `show` prints every entry (and why a file is ignored, if it is); `clear`
-// removes the file (under the writers' lock).
+// removes the file (under the writers' lock; a symlink's target, the link
+// stays). `clear` refuses, with exit status 2 and the reason, to remove
+// anything that is not a collc wisdom file: a user's file, a directory.
 #include <fmt/core.h>
 
 #include <optional>

@@ -224,19 +224,23 @@ class plan {
     wait();
   }
   void operator()(std::span<T> buf) { (*this)(in_place, buf); }
-  void operator()(in_place_t, T* buf) { (*this)(in_place, std::span<T>(buf, buf ? in_place_count() : 0)); }
+  void operator()(in_place_t, T* buf) {
+    (void)engine();
+    (*this)(in_place, std::span<T>(buf, buf ? in_place_count() : 0));
+  }
 
   /// Starts an execution (see the file comment for how far it runs).
   void start(std::span<const T> send, std::span<T> recv) {
     start_impl(send.data(), send.size(), recv.data(), recv.size());
   }
   void start(const T* send, T* recv) {
+    (void)engine();
     const bool root_only = kind() == collective::reduce && !is_root();
     start_impl(send, send_count(), recv, root_only && recv == nullptr ? 0 : recv_count());
   }
   void start(in_place_t, std::span<T> buf) {
-    const collective c = kind();
-    check("in-place", buf.data(), buf.size(), in_place_count());
+    const collective c = engine().shape().coll;
+    guarded_check([&] { check("in-place", buf.data(), buf.size(), in_place_count()); });
     T* b = buf.data();
     switch (c) {
       case collective::allreduce: e_->begin(b, b, true, false); break;
@@ -252,18 +256,21 @@ class plan {
     }
     e_->template advance<T>(op_, false);
   }
-  void start(in_place_t, T* buf) { start(in_place, std::span<T>(buf, buf ? in_place_count() : 0)); }
+  void start(in_place_t, T* buf) {
+    (void)engine();
+    start(in_place, std::span<T>(buf, buf ? in_place_count() : 0));
+  }
   void start(std::span<T> buf) { start(in_place, buf); }
 
   /// Completes the execution begun by start().
   void wait() {
-    e_->template advance<T>(op_, true);
+    engine().template advance<T>(op_, true);
     e_->acknowledge();
   }
   /// Advances without blocking; true once the execution is complete (which
   /// also ends it, as wait() would).
   bool test() {
-    const bool done = e_->template advance<T>(op_, false);
+    const bool done = engine().template advance<T>(op_, false);
     if (done) e_->acknowledge();
     return done;
   }
@@ -313,20 +320,42 @@ class plan {
       : e_(std::move(e)), op_(std::move(op)), sched_(std::move(s)) {}
 
  private:
+  /// The engine; a moved-from plan has none and says so.
+  detail::engine& engine() const {
+    if (!e_) throw error(errc::invalid_argument, "collc::plan: used after being moved from (it holds no plan)");
+    return *e_;
+  }
+
+  /// Argument checks of a call: a failure abandons the call (engine::abandon),
+  /// so its peers fail at once naming this rank instead of timing out.
+  template <class F>
+  void guarded_check(F&& checks) {
+    try {
+      checks();
+    } catch (const error& e) {
+      e_->abandon(e);
+      throw;
+    }
+  }
+
   void start_impl(const T* send, std::size_t send_size, T* recv, std::size_t recv_size) {
-    if (kind() == collective::bcast)
+    if (engine().shape().coll == collective::bcast)
       throw error(errc::invalid_argument, e_->name() + ": bcast takes one buffer: p(buf)");
     const bool root_only = kind() == collective::reduce && !is_root();
-    check("send", send, send_size, send_count());
-    if (!root_only || recv_size != 0) check("recv", recv, recv_size, recv_count());
+    guarded_check([&] {
+      check("send", send, send_size, send_count());
+      if (!root_only || recv_size != 0) check("recv", recv, recv_size, recv_count());
+    });
     if (!root_only) {
       const auto* s = reinterpret_cast<const std::byte*>(send);
       const auto* r = reinterpret_cast<const std::byte*>(recv);
       const std::size_t sb = send_size * sizeof(T), rb = recv_size * sizeof(T);
       if (sb != 0 && rb != 0 && s < r + rb && r < s + sb)
-        throw error(errc::invalid_argument, e_->name() + ": send [" + address(s) + ", +" + std::to_string(sb) +
-                                                " B) overlaps recv [" + address(r) + ", +" + std::to_string(rb) +
-                                                " B); use collc::in_place for in-place execution");
+        guarded_check([&] {
+          throw error(errc::invalid_argument, e_->name() + ": send [" + address(s) + ", +" + std::to_string(sb) +
+                                                  " B) overlaps recv [" + address(r) + ", +" + std::to_string(rb) +
+                                                  " B); use collc::in_place for in-place execution");
+        });
     }
     e_->begin(send, root_only ? nullptr : recv, false, root_only);
     e_->template advance<T>(op_, false);
@@ -400,7 +429,6 @@ built_engine<Op> build_engine(const char* who, collective coll, MPI_Comm comm, s
   const auto& map = e->placement();
   const std::vector<int> node_of = map.nodes > 1 ? map.node_of : std::vector<int>{};
   const bool commutative = shape.commutative || !reduces(coll);
-  const bool checks = e->options().checks;
   algo::schedule sched;
   e->build(
       [&] {
@@ -416,10 +444,9 @@ built_engine<Op> build_engine(const char* who, collective coll, MPI_Comm comm, s
         r.granule = q.granule;
         r.block_stride = q.block_stride;
         r.node_of = q.node_of;
-        ir::program prog = algo::lower(sched, r);
-        // COLLC_ENABLE_CHECKS / options.checks: prove the program before running it.
-        if (checks) ir::verify_or_throw(prog, {.commutative = commutative, .executions = 2});
-        return prog;
+        // COLLC_ENABLE_CHECKS / options.checks: the engine proves the programs
+        // it binds, in the order it runs them (engine::verify_runs).
+        return algo::lower(sched, r);
       });
   return {std::move(e), std::move(fa.op), std::move(sched)};
 }

@@ -33,6 +33,16 @@
 /// file), re-read and merge, write a temporary file and rename it over the
 /// old one, so readers see the old or the new file, never a mix, and
 /// concurrent jobs do not lose each other's entries.
+///
+/// The path is the user's: writers and clear() never replace or remove a
+/// file that is not a wisdom file (one that does not start with
+/// 'collc-wisdom '; a corrupt wisdom file is replaced, with a warning; an
+/// empty file is taken over for writing, nothing is lost) and never touch a
+/// directory; they throw collc::error(errc::io_error) naming the path and
+/// leave it as it was. A symlink is followed (to any depth): the lock, the
+/// temporary file and the rename happen next to its target, so the link
+/// stays a link and every job sharing the target sees the update. Failures
+/// name the system's reason (errno).
 #include <collc/algo/select.hpp>
 #include <collc/error.hpp>
 #include <collc/ir/program.hpp>
@@ -40,6 +50,7 @@
 #include <collc/topology.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -401,61 +412,87 @@ class wisdom {
     return w;
   }
 
-  /// Adds `add` to the file at `path`, safely against concurrent writers:
-  /// lock, re-read (a corrupt file is replaced, with a warning), merge,
-  /// write a temporary file, rename it over `path`, unlock. Throws
-  /// collc::error(errc::io_error) if the file cannot be written, and
-  /// check_entry's error for a bad entry (before touching the file).
+  /// Adds `add` to the file at `path` (a symlink: its target), safely
+  /// against concurrent writers: lock, re-read (a corrupt wisdom file is
+  /// replaced, with a warning), merge, write a temporary file, rename it over
+  /// the file, unlock. Throws collc::error(errc::io_error) naming the path
+  /// and the reason if the file cannot be written or is not a wisdom file
+  /// (it is left untouched), and check_entry's error for a bad entry (before
+  /// touching the file).
   static void update(const std::filesystem::path& path, const std::vector<wisdom_entry>& add,
                      std::vector<std::string>* warnings = nullptr) {
     for (const auto& e : add) check_entry(e);
-    const file_lock lock(path, warnings);
-    wisdom w = load(path, {}, warnings);
+    const std::filesystem::path file = resolve_links(path);
+    // Before the lock, so that nothing is created next to a refused path.
+    refuse_foreign(path, file, "replace", true);
+    const file_lock lock(file, warnings);
+    wisdom w = load(file, {}, warnings);
     for (const auto& e : add) w.insert(e);
-    w.write_atomically(path);
+    w.write_atomically(file);
   }
 
   /// Removes the entries for which `drop` is true (all by default), under
-  /// the lock; removes the file when none is left.
+  /// the lock; removes the file (a symlink: its target; the link stays) when
+  /// none is left. Nothing at `path`: nothing to do. Throws
+  /// collc::error(errc::io_error) naming the path, and removes nothing, when
+  /// it is not a wisdom file (an empty file included) or a directory.
   static void clear(const std::filesystem::path& path, std::vector<std::string>* warnings = nullptr,
                     const std::function<bool(const wisdom_entry&)>& drop = {}) {
-    const file_lock lock(path, warnings);
-    wisdom w = load(path, {}, warnings);
+    const std::filesystem::path file = resolve_links(path);
+    std::error_code ec;
+    if (!std::filesystem::exists(std::filesystem::symlink_status(file, ec))) return;
+    refuse_foreign(path, file, "remove", false);
+    const file_lock lock(file, warnings);
+    refuse_foreign(path, file, "remove", false);  // again under the lock: what we remove is what we checked
+    wisdom w = load(file, {}, warnings);
     if (drop)
       std::erase_if(w.entries_, drop);
     else
       w.entries_.clear();
-    std::error_code ec;
     if (w.entries_.empty()) {
-      std::filesystem::remove(path, ec);
-      if (ec) throw error(errc::io_error, "cannot remove wisdom file " + path.string() + ": " + ec.message());
+      std::filesystem::remove(file, ec);
+      if (ec) throw error(errc::io_error, "cannot remove wisdom file " + named(path, file) + ": " + ec.message());
     } else {
-      w.write_atomically(path);
+      w.write_atomically(file);
     }
   }
 
-  /// Writes to a fresh temporary file next to `path`, then renames it over
-  /// `path` (readers see the old or the new file, never a mix).
+  /// Writes to a fresh temporary file next to `path` (a symlink: next to
+  /// its target), then renames it over that file (readers see the old or the
+  /// new file, never a mix; the link stays a link). Throws
+  /// collc::error(errc::io_error) naming the path and the system's reason
+  /// when it cannot, and when `path` holds something that is not a wisdom
+  /// file (a directory, a user's file), which is left untouched.
   void write_atomically(const std::filesystem::path& path) const {
+    const std::filesystem::path file = resolve_links(path);
+    refuse_foreign(path, file, "replace", true);
     const std::string text = to_text();
-    std::filesystem::path tmp = path;
+    std::filesystem::path tmp = file;
     tmp += ".tmp." + unique_suffix();
+    auto fail = [&](const std::string& what, int err) {
+      std::error_code ignored;
+      std::filesystem::remove(tmp, ignored);
+      return error(errc::io_error, what + ": " + (err != 0 ? std::generic_category().message(err) : "unknown error"));
+    };
     {
+      // iostreams keep no error code; errno from the failing open / write is
+      // the reason on every platform collc targets.
+      errno = 0;
       std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+      if (!out.is_open()) throw fail("cannot create temporary wisdom file " + tmp.string(), errno);
+      errno = 0;
       out.write(text.data(), static_cast<std::streamsize>(text.size()));
       out.flush();
-      if (!out) {
-        std::error_code ec;
-        std::filesystem::remove(tmp, ec);
-        throw error(errc::io_error, "cannot write wisdom file " + tmp.string());
-      }
+      if (!out) throw fail("cannot write temporary wisdom file " + tmp.string(), errno);
     }
+    // A shared target keeps its permissions (e.g. group-writable).
     std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) {
-      std::filesystem::remove(tmp, ec);
-      throw error(errc::io_error, "cannot rename " + tmp.string() + " to " + path.string() + ": " + ec.message());
-    }
+    const auto old = std::filesystem::status(file, ec);
+    if (!ec && std::filesystem::is_regular_file(old))
+      std::filesystem::permissions(tmp, old.permissions(), std::filesystem::perm_options::replace, ec);
+    std::error_code rename_ec;
+    std::filesystem::rename(tmp, file, rename_ec);
+    if (rename_ec) throw fail("cannot rename " + tmp.string() + " to " + named(path, file), rename_ec.value());
   }
 
   friend bool operator==(const wisdom&, const wisdom&) = default;
@@ -469,6 +506,59 @@ class wisdom {
     if (in.bad()) return false;
     text = ss.str();
     return true;
+  }
+
+  /// The file a wisdom path names: `path` with its symlinks followed (a
+  /// dangling link names the file it would create). Throws
+  /// collc::error(errc::io_error) for a loop of links.
+  static std::filesystem::path resolve_links(const std::filesystem::path& path) {
+    namespace fs = std::filesystem;
+    fs::path p = path;
+    for (int hops = 0; hops < 40; ++hops) {  // 40: Linux's MAXSYMLINKS
+      std::error_code ec;
+      if (!fs::is_symlink(fs::symlink_status(p, ec))) return p;
+      const fs::path to = fs::read_symlink(p, ec);
+      if (ec) throw error(errc::io_error, "cannot read symbolic link " + p.string() + ": " + ec.message());
+      p = to.is_absolute() ? to : p.parent_path() / to;
+    }
+    throw error(errc::io_error, "wisdom file " + path.string() + ": too many levels of symbolic links");
+  }
+
+  /// "PATH" or "PATH (symlink to TARGET)", for messages.
+  static std::string named(const std::filesystem::path& path, const std::filesystem::path& file) {
+    return file == path ? path.string() : path.string() + " (symlink to " + file.string() + ")";
+  }
+
+  /// Throws collc::error(errc::io_error) when `file` (what `path` resolves
+  /// to) exists and is not a wisdom file collc may `verb` ("replace" /
+  /// "remove"): a directory or other non-regular file, an unreadable file, a
+  /// file that does not start with the wisdom header, or (unless
+  /// `empty_ok`) an empty one. A corrupt wisdom file passes: it is ours.
+  static void refuse_foreign(const std::filesystem::path& path, const std::filesystem::path& file, const char* verb,
+                             bool empty_ok) {
+    namespace fs = std::filesystem;
+    auto refuse = [&](const std::string& why) {
+      return error(errc::io_error, "refusing to " + std::string(verb) + " " + named(path, file) + ": " + why +
+                                       "; it is left untouched");
+    };
+    std::error_code ec;
+    const fs::file_status st = fs::status(file, ec);
+    if (!fs::exists(st)) return;
+    if (fs::is_directory(st)) throw refuse("it is a directory, not a collc wisdom file");
+    if (!fs::is_regular_file(st)) throw refuse("it is not a regular file, so not a collc wisdom file");
+    static constexpr std::string_view header = "collc-wisdom ";
+    errno = 0;
+    std::ifstream in(file, std::ios::binary);
+    if (!in.is_open())
+      throw refuse("it cannot be read (" + std::generic_category().message(errno) +
+                   "), so it cannot be checked to be a collc wisdom file");
+    char head[header.size()] = {};
+    in.read(head, static_cast<std::streamsize>(header.size()));
+    const auto got = static_cast<std::size_t>(in.gcount());
+    if (got == 0 && empty_ok) return;
+    if (got == 0) throw refuse("it is empty, not a collc wisdom file");
+    if (std::string_view(head, got) != header)
+      throw refuse("it is not a collc wisdom file (it does not start with 'collc-wisdom ')");
   }
 
   static std::string unique_suffix() {

@@ -1,10 +1,15 @@
 // Tests for include/collc/backend/mpi/options.hpp: option > environment >
-// default, and environment values that are refused with their name and value.
+// default, and environment values that are refused with their name and value:
+// strictly parsed (no wrap-around, no trailing garbage, no silent "on" for
+// "no"), and option values that could never fire (NaN timeouts) refused.
 #include "support.hpp"
 
 #include <collc/backend/mpi/options.hpp>
 
+#include <cmath>
 #include <cstdlib>
+#include <limits>
+#include <string>
 
 using collc::detail::resolve;
 
@@ -73,4 +78,114 @@ TEST_CASE("bad environment values name the variable", "[backend][mpi][options]")
   CHECK_THAT(message("COLLC_TIMEOUT", "5s"), Catch::Contains("positive number of seconds"));
   CHECK_THAT(message("COLLC_ON_TIMEOUT", "exit"), Catch::Contains("COLLC_ON_TIMEOUT='exit'"));
   CHECK_THAT(message("COLLC_CHUNK_BYTES", "1M"), Catch::Contains("COLLC_CHUNK_BYTES='1M'"));
+}
+
+namespace {
+/// The error message of resolve() with `name`=`value` set (or "no error"), checking its code.
+std::string env_error(const char* name, const char* value) {
+  env_guard g(name, value);
+  try {
+    (void)resolve({});
+  } catch (const collc::error& e) {
+    CHECK(e.code() == collc::errc::invalid_argument);
+    return std::string(e.what());
+  }
+  return "no error";
+}
+}  // namespace
+
+TEST_CASE("integer variables are parsed strictly, without wrap-around", "[backend][mpi][options]") {
+  // 4294967298 = 2^32 + 2 used to wrap to 2; 2^31 used to go negative.
+  for (const char* v : {"4294967298", "2147483648", "99999999999999999999999"}) {
+    INFO(v);
+    CHECK_THAT(env_error("COLLC_RANKS_PER_NODE", v), Catch::Contains(std::string("COLLC_RANKS_PER_NODE='") + v + "'") &&
+                                                         Catch::Contains("out of range") &&
+                                                         Catch::Contains("2147483647"));
+  }
+  {
+    env_guard g("COLLC_RANKS_PER_NODE", "2147483647");
+    CHECK(resolve({}).ranks_per_node == 2147483647);
+  }
+  for (const char* v : {"3x", " 3", "3 ", "+3", "0x10", "3.0", "1e3", "-0", "-"}) {
+    INFO("'" << v << "'");
+    CHECK_THAT(env_error("COLLC_RANKS_PER_NODE", v),
+               Catch::Contains(std::string("COLLC_RANKS_PER_NODE='") + v + "'") && Catch::Contains("non-negative"));
+    CHECK_THAT(env_error("COLLC_CHUNK_BYTES", v), Catch::Contains(std::string("COLLC_CHUNK_BYTES='") + v + "'"));
+  }
+  CHECK_THAT(env_error("COLLC_CHUNK_BYTES", "18446744073709551616"),
+             Catch::Contains("COLLC_CHUNK_BYTES='18446744073709551616'") && Catch::Contains("out of range"));
+  CHECK_THAT(env_error("COLLC_CHUNK_BYTES", "-4096"), Catch::Contains("COLLC_CHUNK_BYTES='-4096'"));
+}
+
+TEST_CASE("COLLC_ENABLE_CHECKS is a boolean: 1/0, yes/no, true/false, on/off", "[backend][mpi][options]") {
+  for (const char* v : {"0", "no", "NO", "No", "false", "False", "off", "OFF"}) {
+    INFO(v);
+    env_guard g("COLLC_ENABLE_CHECKS", v);
+    CHECK_FALSE(resolve({}).checks);
+  }
+  for (const char* v : {"1", "yes", "YES", "true", "TRUE", "on", "On"}) {
+    INFO(v);
+    env_guard g("COLLC_ENABLE_CHECKS", v);
+    CHECK(resolve({}).checks);
+  }
+  for (const char* v : {"2", "maybe", "yes please", " 1", "enable", "n"}) {
+    INFO(v);
+    CHECK_THAT(env_error("COLLC_ENABLE_CHECKS", v),
+               Catch::Contains(std::string("COLLC_ENABLE_CHECKS='") + v + "'") && Catch::Contains("yes/no"));
+  }
+  // An option given in the code is used as is: the variable is not even read.
+  env_guard g("COLLC_ENABLE_CHECKS", "maybe");
+  collc::plan_options o;
+  o.checks = true;
+  CHECK(resolve(o).checks);
+}
+
+TEST_CASE("timeouts: NaN and negative values are refused, infinity means never", "[backend][mpi][options]") {
+  auto option_error = [](double t) {
+    collc::plan_options o;
+    o.timeout_s = t;
+    try {
+      (void)resolve(o);
+    } catch (const collc::error& e) {
+      CHECK(e.code() == collc::errc::invalid_argument);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  CHECK_THAT(option_error(std::nan("")), Catch::Contains("plan_options::timeout_s (nan)"));
+  CHECK_THAT(option_error(-std::nan("")), Catch::Contains("plan_options::timeout_s (nan)"));
+  CHECK_THAT(option_error(-1), Catch::Contains("plan_options::timeout_s (-1)"));
+  CHECK_THAT(option_error(-0.25), Catch::Contains("(-0.25)"));
+  CHECK_THAT(option_error(-inf), Catch::Contains("(-inf)"));
+  collc::plan_options o;
+  o.timeout_s = inf;
+  CHECK(resolve(o).timeout_s == inf);
+  o.timeout_s = 1e-3;
+  CHECK(resolve(o).timeout_s == 1e-3);
+  for (const char* v : {"nan", "NaN", "-1", "-inf", "1e999", " 5", "5 ", "0x10", "", "inf s"}) {
+    INFO("'" << v << "'");
+    if (*v == '\0') continue;  // empty: unset
+    CHECK_THAT(env_error("COLLC_TIMEOUT", v), Catch::Contains(std::string("COLLC_TIMEOUT='") + v + "'"));
+  }
+  for (const char* v : {"inf", "infinity", "INF"}) {
+    INFO(v);
+    env_guard g("COLLC_TIMEOUT", v);
+    CHECK(resolve({}).timeout_s == inf);
+  }
+  env_guard g("COLLC_TIMEOUT", "0.5");
+  CHECK(resolve({}).timeout_s == 0.5);
+}
+
+TEST_CASE("keyword variables ignore case, and refuse anything else", "[backend][mpi][options]") {
+  {
+    env_guard g("COLLC_PLACEMENT", "Round_Robin");
+    CHECK(resolve({}).place == collc::placement::round_robin);
+  }
+  {
+    env_guard g("COLLC_ON_TIMEOUT", "ABORT");
+    CHECK(resolve({}).timeout_action == collc::on_timeout::abort);
+  }
+  CHECK_THAT(env_error("COLLC_PLACEMENT", "block "), Catch::Contains("COLLC_PLACEMENT='block '"));
+  CHECK_THAT(env_error("COLLC_ON_TIMEOUT", "throw!"), Catch::Contains("COLLC_ON_TIMEOUT='throw!'"));
 }

@@ -690,14 +690,21 @@ inline std::string to_dot(const program& p) {
         const auto q = static_cast<std::size_t>(w->peer);
         const auto f = static_cast<std::size_t>(w->flag);
         if (f >= signal_at[q].size() || signal_at[q][f].empty()) continue;
-        const auto s = static_cast<std::int64_t>(signal_at[q][f].size());
-        if (w->value > s) continue;  // can never be satisfied: no source
-        std::int64_t v = w->value, back = 0;
-        if (v <= 0) {
-          back = (s - v) / s;  // executions back, so that v + back*s lies in [1, s]
-          v += back * s;
+        const std::uint64_t s = signal_at[q][f].size();
+        if (w->value > static_cast<std::int64_t>(s)) continue;  // can never be satisfied: no source
+        // The signal of value v = w->value, counted `back` executions back so
+        // that v + back*s lies in [1, s]. Parsed text may hold any int64, so
+        // work with the magnitude m = -v in unsigned arithmetic (m <= 2^63):
+        // v + back*s = s - m % s with back = m / s + 1, and nothing overflows.
+        std::uint64_t v = 0, back = 0;
+        if (w->value > 0) {
+          v = static_cast<std::uint64_t>(w->value);
+        } else {
+          const std::uint64_t m = std::uint64_t{0} - static_cast<std::uint64_t>(w->value);
+          v = s - m % s;
+          back = m / s + 1;
         }
-        out += "  " + node(q, signal_at[q][f][static_cast<std::size_t>(v - 1)]) + " -> " + node(r, i) + " [color=blue";
+        out += "  " + node(q, signal_at[q][f][v - 1]) + " -> " + node(r, i) + " [color=blue";
         if (back > 0) out += ", style=dashed, label=\"exec-" + std::to_string(back) + "\"";
         out += "];\n";
       }

@@ -65,7 +65,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <iterator>
 #include <limits>
+#include <new>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -106,6 +108,15 @@ struct verify_options {
   /// `count` elements); allgather: send[i] is recv[rank * stride + i];
   /// reduce: as allreduce, at the root only; bcast: ignored.
   bool in_place = false;
+  /// Copies of shm that executions alternate between (1 or 2): execution e
+  /// uses copy e % shm_copies, every shm reference moved by (e % shm_copies)
+  /// times the largest shm_count of the programs (the engine's alternating
+  /// halves, the paper's `alt`; see backend/mpi/engine.hpp).
+  int shm_copies = 1;
+  /// Bytes verify may use (its verify_memory_estimate); a larger program is
+  /// refused up front with collc::error(errc::invalid_argument) instead of
+  /// exhausting the machine. 0: no limit.
+  std::uint64_t memory_limit = std::uint64_t{2} << 30;
 };
 
 /// Outcome of collc::verify: the first violation found, or none.
@@ -345,18 +356,38 @@ struct cell {
 
 class verifier {
  public:
-  verifier(const program& p, const verify_options& o)
-      : p_(p), o_(o), ranks_(p.ranks), exprs_(p.ranks > 0 ? p.ranks : 1, o.commutative) {}
+  /// Execution e runs *programs[order[e]]; every program is of the same
+  /// collective, ranks, root and nodes (verify_sequence checks it).
+  verifier(std::vector<const program*> programs, std::vector<std::size_t> order, const verify_options& o)
+      : progs_(std::move(programs)),
+        order_(std::move(order)),
+        p_(*progs_.front()),
+        cur_(progs_.front()),
+        o_(o),
+        ranks_(p_.ranks),
+        executions_(static_cast<int>(order_.size())),
+        exprs_(p_.ranks > 0 ? p_.ranks : 1, o.commutative) {}
 
   verify_result run() {
-    if (o_.executions < 1)
+    if (executions_ < 1) throw error(errc::invalid_argument, "verify: no execution to run (executions must be >= 1)");
+    if (o_.shm_copies != 1 && o_.shm_copies != 2)
       throw error(errc::invalid_argument,
-                  "verify_options::executions is " + std::to_string(o_.executions) + ", must be at least 1");
-    if (check_shape() || check_instructions()) return result_;
+                  "verify_options::shm_copies is " + std::to_string(o_.shm_copies) + ", must be 1 or 2");
+    for (std::size_t k = 0; k < progs_.size(); ++k) {
+      cur_ = progs_[k];
+      if (check_shape() || check_instructions()) return annotate(k);
+    }
     count_signals();
-    if (check_matching()) return result_;
+    for (std::size_t k = 0; k < progs_.size(); ++k) {
+      cur_ = progs_[k];
+      if (check_matching()) return annotate(k);
+    }
+    cur_ = progs_.front();
     setup();
     simulate();
+    if (!result_ && progs_.size() > 1 && result_.execution >= 0)
+      result_.reason += " [execution " + std::to_string(result_.execution) + " runs program " +
+                        std::to_string(order_[static_cast<std::size_t>(result_.execution)]) + " of the sequence]";
     return result_;
   }
 
@@ -400,16 +431,26 @@ class verifier {
     return false;
   }
 
-  [[nodiscard]] std::size_t len(int r) const { return p_.code[static_cast<std::size_t>(r)].size(); }
+  /// The program execution e runs (the last one for the final boundary).
+  [[nodiscard]] const program& at(int e) const {
+    return *progs_[order_[static_cast<std::size_t>(std::min(e, executions_ - 1))]];
+  }
+  [[nodiscard]] const rank_program& code_of(int r, int e) const { return at(e).code[static_cast<std::size_t>(r)]; }
+  /// First clock of execution e of rank r, minus one: executions before e
+  /// took one tick per instruction plus one for the caller's boundary.
+  [[nodiscard]] std::size_t start_of(int r, int e) const {
+    return starts_[static_cast<std::size_t>(r) * static_cast<std::size_t>(executions_ + 1) +
+                   static_cast<std::size_t>(e)];
+  }
   [[nodiscard]] tick clock_of(int r, int execution, std::ptrdiff_t pc) const {
-    // Execution e of rank r owns clocks e*(L+1)+1 (caller boundary) .. e*(L+1)+1+L.
-    return static_cast<tick>(static_cast<std::size_t>(execution) * (len(r) + 1) + 1 + static_cast<std::size_t>(pc + 1));
+    // Execution e of rank r owns clocks S+1 (caller boundary) .. S+1+L, S = start_of(r, e).
+    return static_cast<tick>(start_of(r, execution) + 1 + static_cast<std::size_t>(pc + 1));
   }
   /// "rank 5 instruction 20 (execution 0)" for the access at clock k of rank u.
   [[nodiscard]] std::string describe_epoch(int u, tick k) const {
-    const std::size_t span = len(u) + 1;
-    const auto e = static_cast<std::size_t>(k - 1) / span;
-    const auto slot = static_cast<std::size_t>(k - 1) % span;
+    std::size_t e = 0;
+    while (static_cast<int>(e) < executions_ && start_of(u, static_cast<int>(e) + 1) + 1 <= k) ++e;
+    const std::size_t slot = static_cast<std::size_t>(k) - 1 - start_of(u, static_cast<int>(e));
     if (slot == 0) {
       if (e == 0) return "rank " + std::to_string(u) + "'s caller before execution 0";
       return "rank " + std::to_string(u) + "'s caller between executions " + std::to_string(e - 1) + " and " +
@@ -419,6 +460,12 @@ class verifier {
            std::to_string(e) + ")";
   }
 
+  /// A static violation of program k: say which program of the sequence.
+  verify_result annotate(std::size_t k) {
+    if (progs_.size() > 1) result_.reason += " [program " + std::to_string(k) + " of the sequence]";
+    return result_;
+  }
+
   // ---- 0. well-formedness (static) -----------------------------------------
 
   bool check_shape() {
@@ -426,41 +473,52 @@ class verifier {
     if (ranks_ < 1) return wf("program has " + std::to_string(ranks_) + " ranks, needs at least 1");
     // P vector clocks of P entries; message channels are keyed by from * P + to in 32 bits.
     if (ranks_ > 65536) return wf("program has " + std::to_string(ranks_) + " ranks; verify handles at most 65536");
-    if (p_.code.size() != static_cast<std::size_t>(ranks_))
-      return wf("program has " + std::to_string(p_.code.size()) + " rank programs for " + std::to_string(ranks_) +
+    if (cur_->code.size() != static_cast<std::size_t>(ranks_))
+      return wf("program has " + std::to_string(cur_->code.size()) + " rank programs for " + std::to_string(ranks_) +
                 " ranks");
-    if (!p_.node_of.empty() && p_.node_of.size() != static_cast<std::size_t>(ranks_))
-      return wf("node_of has " + std::to_string(p_.node_of.size()) + " entries for " + std::to_string(ranks_) +
+    if (!cur_->node_of.empty() && cur_->node_of.size() != static_cast<std::size_t>(ranks_))
+      return wf("node_of has " + std::to_string(cur_->node_of.size()) + " entries for " + std::to_string(ranks_) +
                 " ranks");
-    if (p_.flags < 0) return wf("flags is " + std::to_string(p_.flags) + ", must not be negative");
-    if ((p_.coll == collective::reduce || p_.coll == collective::bcast) && (p_.root < 0 || p_.root >= ranks_))
-      return wf("root " + std::to_string(p_.root) + " is not a rank (program has " + std::to_string(ranks_) +
+    if (cur_->flags < 0) return wf("flags is " + std::to_string(cur_->flags) + ", must not be negative");
+    if ((cur_->coll == collective::reduce || cur_->coll == collective::bcast) && (cur_->root < 0 || cur_->root >= ranks_))
+      return wf("root " + std::to_string(cur_->root) + " is not a rank (program has " + std::to_string(ranks_) +
                 " ranks)");
-    if (p_.block_stride != 0 && p_.block_stride < p_.count)
-      return wf("block_stride " + std::to_string(p_.block_stride) + " is smaller than count " +
-                std::to_string(p_.count) + ", so blocks overlap");
-    if (p_.commutative_only && !o_.commutative)
-      return wf("program '" + p_.name +
+    if (cur_->block_stride != 0 && cur_->block_stride < cur_->count)
+      return wf("block_stride " + std::to_string(cur_->block_stride) + " is smaller than count " +
+                std::to_string(cur_->count) + ", so blocks overlap");
+    if (cur_->commutative_only && !o_.commutative)
+      return wf("program '" + cur_->name +
                 "' is correct only for commutative operators (commutative_only), but "
                 "verify_options::commutative is false");
-    const auto max_clock = static_cast<std::uint64_t>(o_.executions + 1) * (std::uint64_t{len_max()} + 1) + 2;
-    if (max_clock >= std::numeric_limits<tick>::max())
-      return wf("program too long to verify for " + std::to_string(o_.executions) + " executions");
+    const program& first = *progs_.front();
+    if (cur_->coll != first.coll || cur_->ranks != first.ranks || cur_->node_of != first.node_of ||
+        ((first.coll == collective::reduce || first.coll == collective::bcast) && cur_->root != first.root))
+      return wf("a sequence runs programs of one collective, rank count, root and node layout; program '" +
+                cur_->name + "' (" + std::string(to_string(cur_->coll)) + ", " + std::to_string(cur_->ranks) +
+                " ranks) differs from '" + first.name + "'");
+    if (o_.in_place && first.coll == collective::allgather && cur_->stride() != first.stride())
+      return wf("in-place allgather programs of one sequence need the same block_stride (" +
+                std::to_string(cur_->stride()) + " and " + std::to_string(first.stride()) + ")");
+    std::uint64_t longest = 0;
+    for (int r = 0; r < ranks_; ++r) {
+      std::uint64_t total = 0;
+      for (int e = 0; e < executions_; ++e) {
+        const auto& code = at(e).code;  // a later program's shape is checked in its turn
+        total += (static_cast<std::size_t>(r) < code.size() ? code[static_cast<std::size_t>(r)].size() : 0) + 1;
+      }
+      longest = std::max(longest, total);
+    }
+    if (longest + 3 >= std::numeric_limits<tick>::max())
+      return wf("program too long to verify for " + std::to_string(executions_) + " executions");
     return false;
   }
-  [[nodiscard]] std::size_t len_max() const {
-    std::size_t m = 0;
-    for (const auto& c : p_.code) m = std::max(m, c.size());
-    return m;
-  }
-
   /// send aliases recv on rank r (verify_options::in_place).
   [[nodiscard]] bool aliased(int r) const {
-    if (!o_.in_place || p_.coll == collective::bcast) return false;
-    return p_.coll != collective::reduce || r == p_.root;
+    if (!o_.in_place || cur_->coll == collective::bcast) return false;
+    return cur_->coll != collective::reduce || r == cur_->root;
   }
   [[nodiscard]] std::size_t send_shift(int r) const {
-    return p_.coll == collective::allgather ? p_.stride() * static_cast<std::size_t>(r) : 0;
+    return cur_->coll == collective::allgather ? cur_->stride() * static_cast<std::size_t>(r) : 0;
   }
   /// (region, first element) a ref resolves to: aliased send lands in recv.
   [[nodiscard]] std::pair<std::size_t, std::size_t> region_of(const ref& x) const {
@@ -474,10 +532,10 @@ class verifier {
   }
   /// True if [first, first+count) of the P-block recv touches memory between blocks.
   [[nodiscard]] bool hits_gap(std::size_t first, std::size_t count) const {
-    const std::size_t stride = p_.stride();
-    if (count == 0 || stride == p_.count) return false;
-    if (first % stride >= p_.count) return true;
-    return first / stride * stride + p_.count < first + count;
+    const std::size_t stride = cur_->stride();
+    if (count == 0 || stride == cur_->count) return false;
+    if (first % stride >= cur_->count) return true;
+    return first / stride * stride + cur_->count < first + count;
   }
 
   bool check_ref(int r, std::ptrdiff_t i, const char* role, const ref& x, std::size_t count, bool writes) {
@@ -490,20 +548,20 @@ class verifier {
     if (x.buf != buffer::shm && x.owner != r)
       return wf("refers to " + std::string(to_string(x.buf)) + " of rank " + std::to_string(x.owner) +
                 "; send, recv and scratch belong to the executing rank");
-    if (x.buf == buffer::shm && !p_.same_node(r, x.owner))
-      return wf("refers to shm of rank " + std::to_string(x.owner) + " on node " + std::to_string(p_.node(x.owner)) +
-                ", not this rank's node " + std::to_string(p_.node(r)));
-    const std::size_t cap = p_.capacity(x.buf);
+    if (x.buf == buffer::shm && !cur_->same_node(r, x.owner))
+      return wf("refers to shm of rank " + std::to_string(x.owner) + " on node " + std::to_string(cur_->node(x.owner)) +
+                ", not this rank's node " + std::to_string(cur_->node(r)));
+    const std::size_t cap = cur_->capacity(x.buf);
     if (x.offset > cap || count > cap - x.offset)
       return wf(name_range(x, count) + " is outside " + std::string(to_string(x.buf)) + " (capacity " +
                 std::to_string(cap) + ")");
     if (writes && x.buf == buffer::send && !aliased(r))
       return wf("writes " + name_range(x, count) + ", but send is the caller's read-only input");
-    if (writes && p_.coll == collective::allgather) {
+    if (writes && cur_->coll == collective::allgather) {
       auto [reg, first] = region_of(x);
       if (reg % n_buffers == static_cast<std::size_t>(buffer::recv) && hits_gap(first, count))
-        return wf("writes " + name_range(x, count) + " between blocks (block_stride " + std::to_string(p_.stride()) +
-                  ", count " + std::to_string(p_.count) + "), memory the caller owns");
+        return wf("writes " + name_range(x, count) + " between blocks (block_stride " + std::to_string(cur_->stride()) +
+                  ", count " + std::to_string(cur_->count) + "), memory the caller owns");
     }
     return false;
   }
@@ -520,10 +578,10 @@ class verifier {
   }
 
   bool check_flag(int r, std::ptrdiff_t i, const char* what, int flag) {
-    if (flag >= 0 && flag < p_.flags) return false;
+    if (flag >= 0 && flag < cur_->flags) return false;
     return fail(property::well_formed, r, i, -1,
                 std::string(what) + " flag " + std::to_string(flag) + " is out of range (program has " +
-                    std::to_string(p_.flags) + " flags)");
+                    std::to_string(cur_->flags) + " flags)");
   }
   bool check_peer(int r, std::ptrdiff_t i, const char* what, int peer) {
     if (peer < 0 || peer >= ranks_)
@@ -537,7 +595,7 @@ class verifier {
 
   bool check_instructions() {
     for (int r = 0; r < ranks_; ++r) {
-      const auto& code = p_.code[static_cast<std::size_t>(r)];
+      const auto& code = cur_->code[static_cast<std::size_t>(r)];
       for (std::size_t k = 0; k < code.size(); ++k) {
         const auto i = static_cast<std::ptrdiff_t>(k);
         const instruction& ins = code[k];
@@ -560,10 +618,10 @@ class verifier {
             return fail(property::well_formed, r, i, -1,
                         "wait on rank " + std::to_string(w->peer) + ", which does not exist (program has " +
                             std::to_string(ranks_) + " ranks)");
-          if (!p_.same_node(r, w->peer))
+          if (!cur_->same_node(r, w->peer))
             return fail(property::well_formed, r, i, -1,
-                        "wait on rank " + std::to_string(w->peer) + " on node " + std::to_string(p_.node(w->peer)) +
-                            "; flags are only visible on this rank's node " + std::to_string(p_.node(r)));
+                        "wait on rank " + std::to_string(w->peer) + " on node " + std::to_string(cur_->node(w->peer)) +
+                            "; flags are only visible on this rank's node " + std::to_string(cur_->node(r)));
           if (check_flag(r, i, "wait", w->flag)) return true;
         } else if (const auto* sd = std::get_if<send>(&ins)) {
           if (check_peer(r, i, "send", sd->peer) || check_ref(r, i, "send src", sd->src, sd->count, false)) return true;
@@ -590,7 +648,7 @@ class verifier {
     };
     std::unordered_map<std::uint64_t, ends> channels;
     for (int r = 0; r < ranks_; ++r) {
-      const auto& code = p_.code[static_cast<std::size_t>(r)];
+      const auto& code = cur_->code[static_cast<std::size_t>(r)];
       for (std::size_t k = 0; k < code.size(); ++k) {
         if (const auto* s = std::get_if<send>(&code[k]))
           channels[channel(r, s->peer, s->tag)].sends.emplace_back(static_cast<std::ptrdiff_t>(k), s->count);
@@ -600,13 +658,13 @@ class verifier {
     }
     std::unordered_map<std::uint64_t, std::size_t> sent, received;
     for (int r = 0; r < ranks_; ++r) {
-      const auto& code = p_.code[static_cast<std::size_t>(r)];
+      const auto& code = cur_->code[static_cast<std::size_t>(r)];
       for (std::size_t k = 0; k < code.size(); ++k) {
         const auto i = static_cast<std::ptrdiff_t>(k);
         if (const auto* w = std::get_if<wait>(&code[k])) {
           // A wait beyond the peer's signals of this execution needs the next
           // execution's, which never comes after the last one.
-          const std::int64_t n = signals_[flag_slot(w->peer, w->flag)];
+          const std::int64_t n = signals_[cur_index() * slots() + flag_slot(w->peer, w->flag)];
           if (w->value > n)
             return fail(property::deadlock, r, i, 0,
                         "waits for rank " + std::to_string(w->peer) + " flag " + std::to_string(w->flag) + " >= " +
@@ -646,25 +704,53 @@ class verifier {
   }
 
   /// program::signals_per_execution for every (rank, flag), in one pass.
+  /// and the signals of all executions before each execution (cum_), which
+  /// is the base a wait's value counts from (program.hpp's epoch *
+  /// signals_per_execution + value when every execution runs one program).
   void count_signals() {
-    signals_.assign(static_cast<std::size_t>(ranks_) * static_cast<std::size_t>(p_.flags), 0);
-    for (int r = 0; r < ranks_; ++r)
-      for (const auto& ins : p_.code[static_cast<std::size_t>(r)])
-        if (const auto* s = std::get_if<signal>(&ins)) ++signals_[flag_slot(r, s->flag)];
+    flags_ = 0;
+    for (const program* q : progs_) flags_ = std::max(flags_, q->flags);
+    const std::size_t S = slots();
+    signals_.assign(progs_.size() * S, 0);
+    for (std::size_t k = 0; k < progs_.size(); ++k)
+      for (int r = 0; r < ranks_; ++r)
+        for (const auto& ins : progs_[k]->code[static_cast<std::size_t>(r)])
+          if (const auto* s = std::get_if<signal>(&ins)) ++signals_[k * S + flag_slot(r, s->flag)];
+    cum_.assign(static_cast<std::size_t>(executions_ + 1) * S, 0);
+    for (int e = 0; e < executions_; ++e)
+      for (std::size_t i = 0; i < S; ++i)
+        cum_[static_cast<std::size_t>(e + 1) * S + i] =
+            cum_[static_cast<std::size_t>(e) * S + i] + signals_[order_[static_cast<std::size_t>(e)] * S + i];
+  }
+  [[nodiscard]] std::size_t slots() const {
+    return static_cast<std::size_t>(ranks_) * static_cast<std::size_t>(flags_);
+  }
+  [[nodiscard]] std::size_t cur_index() const {
+    return static_cast<std::size_t>(std::find(progs_.begin(), progs_.end(), cur_) - progs_.begin());
   }
 
   // ---- simulation state ----------------------------------------------------
 
   void setup() {
     const auto P = static_cast<std::size_t>(ranks_);
-    const auto F = static_cast<std::size_t>(p_.flags);
+    const auto F = static_cast<std::size_t>(flags_);
+    // Buffers as large as the largest program of the sequence needs; shm
+    // holds shm_copies copies of the largest shm.
+    std::size_t recv_n = 0, send_n = 0, scratch_n = 0;
+    shm_max_ = 0;
+    for (const program* q : progs_) {
+      recv_n = std::max(recv_n, q->recv_count());
+      send_n = std::max(send_n, q->send_count());
+      shm_max_ = std::max(shm_max_, q->shm_count);
+      scratch_n = std::max(scratch_n, q->scratch_count);
+    }
+    const std::size_t shm_n = shm_max_ * static_cast<std::size_t>(o_.shm_copies);
     base_.assign(P * n_buffers, 0);
     std::size_t total = 0;
     for (int r = 0; r < ranks_; ++r) {
       const auto b = static_cast<std::size_t>(r) * n_buffers;
       const bool alias = aliased(r);
-      const std::size_t recv_size =
-          alias ? std::max(p_.recv_count(), send_shift(r) + p_.send_count()) : p_.recv_count();
+      const std::size_t recv_size = alias ? std::max(recv_n, send_shift(r) + send_n) : recv_n;
       base_[b + static_cast<std::size_t>(buffer::recv)] = total;
       total += recv_size;
       if (alias) {
@@ -672,24 +758,31 @@ class verifier {
             base_[b + static_cast<std::size_t>(buffer::recv)] + send_shift(r);
       } else {
         base_[b + static_cast<std::size_t>(buffer::send)] = total;
-        total += p_.send_count();
+        total += send_n;
       }
       base_[b + static_cast<std::size_t>(buffer::shm)] = total;
-      total += p_.shm_count;
+      total += shm_n;
       base_[b + static_cast<std::size_t>(buffer::scratch)] = total;
-      total += p_.scratch_count;
+      total += scratch_n;
     }
+    starts_.assign(P * static_cast<std::size_t>(executions_ + 1), 0);
+    for (int r = 0; r < ranks_; ++r)
+      for (int e = 0; e < executions_; ++e)
+        starts_[static_cast<std::size_t>(r) * static_cast<std::size_t>(executions_ + 1) +
+                static_cast<std::size_t>(e + 1)] = start_of(r, e) + code_of(r, e).size() + 1;
     cells_.assign(total, cell{});
     vc_.assign(P * P, 0);
     states_.assign(P, rank_state{});
     flag_count_.assign(P * F, 0);
     snapshots_.assign(P * F, {});
-    results_.assign(static_cast<std::size_t>(o_.executions), {});
-    results_done_.assign(static_cast<std::size_t>(o_.executions), 0);
+    results_.assign(static_cast<std::size_t>(executions_), {});
+    results_done_.assign(static_cast<std::size_t>(executions_), 0);
   }
 
+  /// The cell of `x` for the executing rank (shm: in the copy of its current execution).
   [[nodiscard]] std::size_t loc(const ref& x) const {
-    return base_[static_cast<std::size_t>(x.owner) * n_buffers + static_cast<std::size_t>(x.buf)] + x.offset;
+    return base_[static_cast<std::size_t>(x.owner) * n_buffers + static_cast<std::size_t>(x.buf)] + x.offset +
+           (x.buf == buffer::shm ? shm_shift_ : 0);
   }
   tick* vc(int r) { return vc_.data() + static_cast<std::size_t>(r) * static_cast<std::size_t>(ranks_); }
   void join(int r, const tick* other) {
@@ -819,10 +912,10 @@ class verifier {
     return step::progressed;
   }
   [[nodiscard]] std::size_t flag_slot(int r, int flag) const {
-    return static_cast<std::size_t>(r) * static_cast<std::size_t>(p_.flags) + static_cast<std::size_t>(flag);
+    return static_cast<std::size_t>(r) * static_cast<std::size_t>(flags_) + static_cast<std::size_t>(flag);
   }
   [[nodiscard]] std::int64_t threshold(const wait& w, int execution) const {
-    return static_cast<std::int64_t>(execution) * signals_[flag_slot(w.peer, w.flag)] + w.value;
+    return cum_[static_cast<std::size_t>(execution) * slots() + flag_slot(w.peer, w.flag)] + w.value;
   }
   step exec_signal(int r, const signal& ins) {
     const auto f = flag_slot(r, ins.flag);
@@ -884,14 +977,14 @@ class verifier {
       complete_sends(r, now);  // the end of an execution completes its sends
       if (!check_results(r, e - 1, now) && result_.failed != property::none) return false;
     }
-    if (e == o_.executions) return true;
+    if (e == executions_) return true;
     // bcast: the root's data lives in its recv; everything else reads send.
     const bool bcast = p_.coll == collective::bcast;
     if (bcast && r != p_.root) return true;
     const ref input{bcast ? buffer::recv : buffer::send, r, 0};
-    const std::size_t at = loc(input);
-    for (std::size_t x = 0, n = bcast ? p_.count : p_.send_count(); x < n; ++x)
-      if (!write(cells_[at + x], {r, &input, x}, now, exprs_.leaf(r, x, e))) return false;
+    const std::size_t first = loc(input);
+    for (std::size_t x = 0, n = bcast ? at(e).count : at(e).send_count(); x < n; ++x)
+      if (!write(cells_[first + x], {r, &input, x}, now, exprs_.leaf(r, x, e))) return false;
     return true;
   }
 
@@ -928,7 +1021,7 @@ class verifier {
   bool check_results(int r, int e, tick now) {
     auto& all = results_[static_cast<std::size_t>(e)];
     if (all.empty()) all.resize(static_cast<std::size_t>(ranks_));
-    const std::size_t n = p_.count, stride = p_.stride();
+    const std::size_t n = at(e).count, stride = at(e).stride();
     switch (p_.coll) {
       case collective::allreduce:
         for (std::size_t i = 0; i < n; ++i)
@@ -1043,13 +1136,14 @@ class verifier {
 
   step run_rank(int r) {
     auto& st = states_[static_cast<std::size_t>(r)];
-    const auto& code = p_.code[static_cast<std::size_t>(r)];
-    const auto L = static_cast<std::ptrdiff_t>(code.size());
     bool moved = false;
     while (!st.finished) {
+      const auto& code = code_of(r, st.execution);
+      const auto L = static_cast<std::ptrdiff_t>(code.size());
+      shm_shift_ = static_cast<std::size_t>(st.execution % o_.shm_copies) * shm_max_;
       if (st.pc == -1) {
         if (!boundary(r, st.execution)) return step::failed;
-        if (st.execution == o_.executions) {
+        if (st.execution == executions_) {
           st.finished = true;
           break;
         }
@@ -1107,7 +1201,7 @@ class verifier {
   }
 
   [[nodiscard]] int blocked_execution() const {
-    int e = o_.executions;
+    int e = executions_;
     for (const auto& st : states_)
       if (!st.finished) e = std::min(e, st.execution);
     return e;
@@ -1123,7 +1217,7 @@ class verifier {
   /// The rank a blocked rank r waits for (its wait's or recv's peer).
   [[nodiscard]] int blocker(int r) const {
     const auto& st = states_[static_cast<std::size_t>(r)];
-    const instruction& ins = p_.code[static_cast<std::size_t>(r)][static_cast<std::size_t>(st.pc)];
+    const instruction& ins = code_of(r, st.execution)[static_cast<std::size_t>(st.pc)];
     if (const auto* w = std::get_if<wait>(&ins)) return w->peer;
     return std::get<recv>(ins).peer;
   }
@@ -1131,7 +1225,7 @@ class verifier {
   /// Why blocked rank r cannot proceed.
   [[nodiscard]] std::string blocked_reason(int r) const {
     const auto& st = states_[static_cast<std::size_t>(r)];
-    const instruction& ins = p_.code[static_cast<std::size_t>(r)][static_cast<std::size_t>(st.pc)];
+    const instruction& ins = code_of(r, st.execution)[static_cast<std::size_t>(st.pc)];
     if (const auto* w = std::get_if<wait>(&ins))
       return "waits for rank " + std::to_string(w->peer) + " flag " + std::to_string(w->flag) +
              " >= " + std::to_string(threshold(*w, st.execution)) + " (reached " +
@@ -1172,9 +1266,17 @@ class verifier {
     fail(property::deadlock, primary, st.pc, st.execution, std::move(why));
   }
 
-  const program& p_;
+  std::vector<const program*> progs_;  // distinct programs of the sequence
+  std::vector<std::size_t> order_;     // [execution] index into progs_
+  const program& p_;                   // the first: collective, ranks, root, nodes of all
+  const program* cur_;                 // the program the static checks look at
   const verify_options& o_;
   int ranks_;
+  int executions_;
+  int flags_ = 0;                      // the most flags of any program
+  std::size_t shm_max_ = 0;            // the largest shm_count of any program
+  std::size_t shm_shift_ = 0;          // shm copy of the executing rank's execution
+  std::vector<std::size_t> starts_;    // [rank][execution]: see start_of()
   expr_table exprs_;
   verify_result result_;
   std::optional<verify_result> deferred_;
@@ -1185,7 +1287,8 @@ class verifier {
   std::vector<std::uint32_t> free_sets_;
   std::vector<tick> vc_;  // P vector clocks of P entries
   std::vector<rank_state> states_;
-  std::vector<std::int64_t> signals_;         // signals per execution, per (rank, flag)
+  std::vector<std::int64_t> signals_;         // [program][rank, flag]: signals per execution
+  std::vector<std::int64_t> cum_;             // [execution][rank, flag]: signals of all earlier executions
   std::vector<std::int64_t> flag_count_;      // signals so far, per (rank, flag)
   std::vector<std::vector<tick>> snapshots_;  // per (rank, flag): the vector clock of each signal
   std::unordered_map<std::uint64_t, std::deque<message>> messages_;
@@ -1195,6 +1298,73 @@ class verifier {
 
 }  // namespace detail
 
+/// Bytes collc::verify (and verify_sequence) would hold at its peak for
+/// `programs`, program k running in runs[k] of the executions, with options
+/// `o`: an estimate from the sizes only, in O(instructions), saturating
+/// instead of overflowing. It counts the cells of every rank's buffers (24 B
+/// per element), the vector clocks (4 B * P each: one per rank, one per
+/// signal of every execution, one per message in flight), the expression
+/// trees (inputs and reductions of every execution), the allreduce results
+/// and the per-(rank, flag) counters; not the read sets of elements read
+/// concurrently by several ranks. Programs whose shape alone verify refuses
+/// (ranks < 1 or > 65536, not one rank program per rank) count nothing:
+/// they are reported without simulating. verify refuses a program whose
+/// estimate exceeds verify_options::memory_limit.
+///
+///   auto bytes = collc::ir::verify_memory_estimate({&prog}, {2}, {});  // what verify(prog) needs
+inline std::uint64_t verify_memory_estimate(const std::vector<const program*>& programs,
+                                            const std::vector<std::uint64_t>& runs, const verify_options& o = {}) {
+  constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
+  auto add = [](std::uint64_t a, std::uint64_t b) { return a > max - b ? max : a + b; };
+  auto mul = [](std::uint64_t a, std::uint64_t b) { return b != 0 && a > max / b ? max : a * b; };
+  std::uint64_t P = 0, flags = 0, executions = 0, recv_n = 0, send_n = 0, shm_n = 0, scratch_n = 0;
+  std::uint64_t snapshots = 0, expressions = 0, messages = 0, results = 0;
+  for (std::size_t k = 0; k < programs.size(); ++k) {
+    const program& q = *programs[k];
+    if (q.ranks < 1 || q.ranks > 65536 || q.code.size() != static_cast<std::size_t>(q.ranks)) continue;
+    const std::uint64_t runs_k = k < runs.size() ? runs[k] : 0;
+    P = std::max<std::uint64_t>(P, static_cast<std::uint64_t>(q.ranks));
+    flags = std::max<std::uint64_t>(flags, static_cast<std::uint64_t>(std::max(q.flags, 0)));
+    executions = add(executions, runs_k);
+    recv_n = std::max<std::uint64_t>(recv_n, q.recv_count());
+    send_n = std::max<std::uint64_t>(send_n, q.send_count());
+    shm_n = std::max<std::uint64_t>(shm_n, q.shm_count);
+    scratch_n = std::max<std::uint64_t>(scratch_n, q.scratch_count);
+    std::uint64_t signals = 0, sends = 0, sent = 0, reduced = 0;
+    for (const auto& code : q.code)
+      for (const auto& ins : code) {
+        if (std::holds_alternative<signal>(ins)) ++signals;
+        if (const auto* s = std::get_if<send>(&ins)) ++sends, sent = add(sent, s->count);
+        if (const auto* d = std::get_if<reduce>(&ins)) reduced = add(reduced, d->count);
+      }
+    const std::uint64_t P_k = static_cast<std::uint64_t>(q.ranks);
+    // Every signal of every execution keeps a snapshot of the signer's clock
+    // (6 B per entry: 4, and half as much for the lists' growth).
+    snapshots = add(snapshots, mul(mul(runs_k, signals), mul(P_k, 6)));
+    // Fresh inputs (bcast: the root's) and one node per reduced element, per
+    // execution: 40 B of node info and slack, plus hash slots per node.
+    // (Measured against the peak RSS of recursive-exchange allreduces from
+    // P = 8 at 1e6 elements to P = 2048 at 16: within 10%.)
+    const std::uint64_t leaves = q.coll == collective::bcast ? q.count : mul(P_k, q.send_count());
+    expressions = add(expressions, mul(runs_k, add(mul(leaves, 48), mul(reduced, 80))));
+    // Messages of one execution in flight: a clock and the values each.
+    messages = std::max(messages, add(mul(sends, add(mul(P_k, 4), 96)), mul(sent, 4)));
+    // allreduce keeps the result ids of two executions at most for property 3.
+    if (q.coll == collective::allreduce)
+      results = std::max(results, mul(mul(P_k, q.count), mul(std::min<std::uint64_t>(runs_k, 2), 4)));
+  }
+  const std::uint64_t per_rank =
+      add(add(recv_n, send_n), add(mul(shm_n, static_cast<std::uint64_t>(std::max(o.shm_copies, 1))), scratch_n));
+  std::uint64_t bytes = mul(mul(P, per_rank), 24);  // cells (sizeof(cell))
+  bytes = add(bytes, mul(mul(P, P), 4));            // the P vector clocks
+  bytes = add(bytes, add(snapshots, add(expressions, add(messages, results))));
+  // Flag counters and snapshot lists per (rank, flag); signals before each
+  // execution; rank states and starts; the execution order.
+  bytes = add(bytes, mul(mul(P, flags), add(48, mul(add(executions, programs.size() + 1), 8))));
+  bytes = add(bytes, add(mul(P, add(96, mul(add(executions, 1), 8))), mul(executions, 8)));
+  return bytes;
+}
+
 /// Runs every rank's program symbolically for `o.executions` back-to-back
 /// executions and returns the first violation of properties 0-5 (see the file
 /// comment), or a result that converts to true.
@@ -1203,7 +1373,81 @@ class verifier {
 ///   if (!r) std::cerr << r.to_string() << '\n';  // "rank 3, instruction 7 (execution 1): ..."
 ///
 /// Throws collc::error(errc::invalid_argument) only for bad options.
-inline verify_result verify(const program& p, const verify_options& o = {}) { return detail::verifier(p, o).run(); }
+namespace detail {
+
+/// "6.6 GiB"
+inline std::string byte_size(std::uint64_t bytes) {
+  static constexpr const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = static_cast<double>(bytes);
+  std::size_t u = 0;
+  for (; v >= 1024 && u + 1 < std::size(units); ++u) v /= 1024;
+  const auto tenths = static_cast<std::uint64_t>(v * 10 + 0.5);
+  return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10) + " " + units[u];
+}
+
+/// Runs the verifier on a sequence, refusing up front what would exhaust the
+/// machine (the simulation holds every element of every rank and a clock
+/// per signal), and turning a failed allocation the estimate missed into an
+/// error that names the program (`what`).
+inline verify_result run_within_limit(std::vector<const program*> ps, std::vector<std::size_t> order,
+                                      const verify_options& o, const std::string& what) {
+  std::vector<std::uint64_t> runs(ps.size(), 0);
+  for (std::size_t k : order) ++runs[k];
+  const std::uint64_t need = verify_memory_estimate(ps, runs, o);
+  if (o.memory_limit != 0 && need > o.memory_limit)
+    throw error(errc::invalid_argument, "verify: " + what + " needs an estimated " + byte_size(need) +
+                                            " of memory, more than verify_options::memory_limit (" +
+                                            byte_size(o.memory_limit) +
+                                            "); verify fewer ranks, a smaller count or fewer executions, or raise "
+                                            "the limit");
+  try {
+    return verifier(std::move(ps), std::move(order), o).run();
+  } catch (const std::bad_alloc&) {
+    throw error(errc::invalid_argument, "verify: out of memory verifying " + what + " (estimated " + byte_size(need) + ")");
+  } catch (const std::length_error&) {
+    throw error(errc::invalid_argument, "verify: out of memory verifying " + what + " (estimated " + byte_size(need) + ")");
+  }
+}
+
+inline std::string describe(const program& p, std::size_t executions) {
+  return "program '" + p.name + "' (" + std::string(to_string(p.coll)) + ", " + std::to_string(p.ranks) +
+         " ranks, count " + std::to_string(p.count) + ", " + std::to_string(executions) + " executions)";
+}
+
+}  // namespace detail
+
+inline verify_result verify(const program& p, const verify_options& o = {}) {
+  if (o.executions < 1)
+    throw error(errc::invalid_argument,
+                "verify_options::executions is " + std::to_string(o.executions) + ", must be at least 1");
+  const auto n = static_cast<std::size_t>(o.executions);
+  return detail::run_within_limit({&p}, std::vector<std::size_t>(n, 0), o, detail::describe(p, n));
+}
+
+/// Runs a sequence of executions, execution e running programs[order[e]]
+/// (o.executions is ignored), and proves properties 0-5 for it: what a
+/// persistent plan runs when its calls alternate between programs, e.g. the
+/// chunk program k times, a tail program, then the next call's chunks
+/// (ir/sequence.hpp). A wait's value counts from the signals the peer gave
+/// in all earlier executions, whichever programs they ran. The programs must
+/// share collective, rank count, root and node layout.
+///
+///   auto r = collc::verify_sequence({chunk, tail}, {0, 0, 1, 0, 0, 1}, {.commutative = true});
+inline verify_result verify_sequence(const std::vector<program>& programs, const std::vector<std::size_t>& order,
+                                     const verify_options& o = {}) {
+  if (programs.empty()) throw error(errc::invalid_argument, "verify_sequence: no programs");
+  if (order.empty()) throw error(errc::invalid_argument, "verify_sequence: no execution to run (order is empty)");
+  for (std::size_t e = 0; e < order.size(); ++e)
+    if (order[e] >= programs.size())
+      throw error(errc::invalid_argument, "verify_sequence: execution " + std::to_string(e) + " runs program " +
+                                              std::to_string(order[e]) + ", but there are " +
+                                              std::to_string(programs.size()));
+  std::vector<const program*> ps;
+  for (const auto& p : programs) ps.push_back(&p);
+  return detail::run_within_limit(std::move(ps), order, o,
+                                  "a sequence of " + std::to_string(programs.size()) + " programs, first " +
+                                      detail::describe(programs.front(), order.size()));
+}
 
 /// verify(), throwing collc::error(errc::verification_failed) naming the
 /// program, the property and the violation when it fails.
@@ -1222,4 +1466,5 @@ inline void verify_or_throw(const program& p, const verify_options& o = {}) {
 namespace collc {
 using ir::verify;
 using ir::verify_or_throw;
+using ir::verify_sequence;
 }  // namespace collc

@@ -7,27 +7,29 @@
 ///
 /// Node segment: a range leased from the communicator's segment pool
 /// (segments.hpp: shared windows on the node communicator, reused by later
-/// plans); rank l's part is [flags x 64-byte lines][shm data]. Flags
-/// count signals since the plan was built and only grow; a wait's target is
+/// plans); rank l's part is [flags x 64-byte lines][shm data]. A flag word
+/// is (signals << 16 | call number mod 2^16 of the last signal): signals
+/// since the plan was built, only growing; a wait's target is
 ///   base(l, f) + value,  base = signals of l on f in all earlier executions,
 /// which is the epoch * signals_per_execution + value rule of ir/program.hpp
-/// (and stays right if chunk and tail programs signal differently, see
-/// transition()). Flag generations: a plan counts from
-///   gen = plan id << 40
-/// and a wait whose target is <= gen asks for no signal of this plan and
-/// passes, so flags that start at zero need no reset before the first call.
-/// A range leased before gets its flag lines zeroed with a node barrier (an
-/// earlier plan's data there could read as any flag value; segments.hpp);
-/// plan ids from 2^23 on always zero and synchronize. Open MPI (osc/sm: backing file unlinked once mapped) and
-/// MPICH (SysV segment marked for removal once attached) leave nothing
-/// behind when a rank is killed, which tests/mpi/kill_check.cmake checks, so
-/// the window is used as is.
+/// for any sequence of programs (ir/sequence.hpp), and a wait for a signal
+/// of this execution checks the call bits (a peer that signalled in another
+/// call runs the plans in another order: errc::mismatch). Flags start at zero:
+/// a range never leased is zero since its arena was zeroed, and a range
+/// leased before gets its flag lines zeroed with a node barrier (an earlier
+/// plan's data there could read as any flag value; segments.hpp). Open MPI
+/// (osc/sm: backing file unlinked once mapped) and MPICH (SysV segment marked
+/// for removal once attached) leave nothing behind when a rank is killed,
+/// which tests/mpi/kill_check.cmake checks, so the window is used as is.
 ///
 /// Large messages: lowering is asked for a chunk of C elements (per rank, or
 /// per block for reduce_scatter / allgather) with C chosen so that shm and
-/// scratch of one rank stay within options.chunk_bytes; a call runs the
-/// chunk program for chunks 0, 1, ... and a tail program for the remainder,
-/// each run one execution, with the user pointers advanced by the chunk base.
+/// scratch of one rank stay within options.chunk_bytes (ir::lower_in_chunks);
+/// a call runs the chunk program for chunks 0, 1, ... and a tail program for
+/// the remainder, each run one execution, with the user pointers advanced by
+/// the chunk base; the first execution after a switch of programs runs a
+/// guarded copy (ir::make_runs). The programs bound are exactly those of
+/// ir::make_runs, which COLLC_ENABLE_CHECKS proves in the order they run.
 ///
 /// Waiting: spin (cpu pause) for a bounded number of polls, then yield the
 /// core between polls so oversubscribed nodes progress. After the spin, about
@@ -39,8 +41,9 @@
 #include <collc/backend/mpi/registry.hpp>
 #include <collc/backend/mpi/topology.hpp>
 #include <collc/error.hpp>
-#include <collc/ir/passes.hpp>
 #include <collc/ir/program.hpp>
+#include <collc/ir/sequence.hpp>
+#include <collc/ir/verify.hpp>
 #include <collc/ops.hpp>
 
 #include <mpi.h>
@@ -155,6 +158,37 @@ struct host_kernels {
   void sync() const noexcept {}
 };
 
+/// A flag word: the signals given so far, above the number of the call (mod
+/// 2^16) that gave the last one, so a wait sees at no cost whether its peer
+/// signalled in the same call (plans called in different orders do not).
+inline constexpr std::uint64_t flag_call_mask = 0xFFFF;
+constexpr std::uint64_t flag_word(std::uint64_t signals, std::uint64_t call) noexcept {
+  return signals << 16 | (call & flag_call_mask);
+}
+constexpr std::int64_t signals_of(std::uint64_t word) noexcept { return static_cast<std::int64_t>(word >> 16); }
+
+/// True once MPI_Finalize has begun: it deletes MPI_COMM_SELF's attributes
+/// first (MPI-3.1, 8.7.1), whose delete callback sets this, so a plan used
+/// afterwards throws instead of touching freed shared windows.
+inline std::atomic<bool>& finalize_seen() noexcept {
+  static std::atomic<bool> seen{false};
+  return seen;
+}
+inline bool finalized() noexcept { return finalize_seen().load(std::memory_order_relaxed); }
+inline int note_finalize(MPI_Comm, int, void*, void*) {
+  finalize_seen().store(true, std::memory_order_relaxed);
+  return MPI_SUCCESS;
+}
+inline void watch_finalize() {
+  static const bool watching = [] {
+    int kv = MPI_KEYVAL_INVALID;
+    COLLC_MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, note_finalize, &kv, nullptr));
+    COLLC_MPI_CHECK(MPI_Comm_set_attr(MPI_COMM_SELF, kv, nullptr));
+    return true;
+  }();
+  (void)watching;
+}
+
 /// Online CPUs of this node: the cores the ranks of a node share.
 inline int online_cores() noexcept { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
@@ -168,12 +202,13 @@ class engine {
     COLLC_MPI_CHECK(MPI_Initialized(&initialized));
     if (!initialized) throw error(errc::invalid_argument, "MPI is not initialized");
     if (comm == MPI_COMM_NULL) throw error(errc::invalid_argument, "communicator is MPI_COMM_NULL");
+    watch_finalize();
     int inter = 0;
     COLLC_MPI_CHECK(MPI_Comm_test_inter(comm, &inter));
     if (inter) throw error(errc::unsupported, "intercommunicators are not supported");
     COLLC_MPI_CHECK(MPI_Comm_rank(comm, &rank_));
     COLLC_MPI_CHECK(MPI_Comm_size(comm, &size_));
-    reg_ = registry_for(comm);
+    reg_ = registry_for(comm, opt_.timeout_s);
     const bool order_sensitive = reduces(shape_.coll) && !shape_.commutative;
     map_ = make_placement(node_keys(reg_->physical_leaders(), opt_.ranks_per_node, opt_.place), order_sensitive);
     prog_rank_ = map_.prog_of_comm[static_cast<std::size_t>(rank_)];
@@ -216,7 +251,7 @@ class engine {
   [[nodiscard]] int size() const noexcept { return size_; }
   [[nodiscard]] const plan_shape& shape() const noexcept { return shape_; }
   [[nodiscard]] const resolved_options& options() const noexcept { return opt_; }
-  [[nodiscard]] int id() const noexcept { return plan_id_; }
+  [[nodiscard]] std::int64_t id() const noexcept { return plan_id_; }
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
   [[nodiscard]] bool active() const noexcept { return active_; }
   [[nodiscard]] bool failed() const noexcept { return failed_; }
@@ -258,6 +293,7 @@ class engine {
       resolved = resolve();
       lower_chunks(lower);
       layout();
+      if (opt_.checks) verify_runs();
     } catch (const error& e) {
       failure = e;
       resolved = std::string("error: ") + e.what();
@@ -269,11 +305,7 @@ class engine {
   /// one execution per call, or chunk + tail when two are given). Collective.
   void build_from(std::vector<ir::program> programs) {
     lowered_ = std::move(programs);
-    if (!lowered_.empty()) {
-      chunk_ = lowered_[0].count;
-      full_chunks_ = chunk_ == 0 ? 1 : shape_.count / chunk_;
-      executions_per_call_ = full_chunks_ + (lowered_.size() > 1 ? 1 : 0);
-    }
+    if (!lowered_.empty()) chunk_ = lowered_[0].count == 0 ? 1 : lowered_[0].count;
     std::optional<error> failure;
     try {
       layout();
@@ -289,8 +321,16 @@ class engine {
   /// with `discard_recv`: reduce at a non-root); `in_place` means they are the
   /// same memory in MPI's in-place layout (see plan.hpp).
   void begin(const void* send, void* recv, bool in_place, bool discard_recv) {
-    if (failed_) throw error(errc::invalid_argument, name_ + " is unusable after an earlier error: " + failure_);
+    refuse_unusable();
     if (pending_) throw error(errc::invalid_argument, name_ + ": start() called again before wait()");
+    seq_ = ++reg_->seq;
+    reg_->stamp(seq_, plan_id_);
+    try {
+      check_alarm();
+    } catch (const error& e) {
+      fail(e);
+      throw;
+    }
     pending_ = true;
     user_send_ = static_cast<const std::byte*>(send);
     user_recv_ = static_cast<std::byte*>(recv);
@@ -303,8 +343,6 @@ class engine {
       else
         stage_send_ = true;
     }
-    seq_ = ++reg_->seq;
-    reg_->stamp(seq_, plan_id_);
     exec_ = 0;
     exec_started_ = false;
     active_ = executions_per_call_ > 0;
@@ -316,12 +354,12 @@ class engine {
   template <class T, class Op, class Kernels = host_kernels>
   bool advance(const Op& op, bool block, const Kernels& kernels = {}) {
     if (!active_) return true;
+    if (finalized()) throw error(errc::invalid_argument, name_ + ": called after MPI_Finalize");
     try {
       while (exec_ < executions_per_call_) {
-        const std::size_t which = exec_ < full_chunks_ ? 0 : 1;
+        const std::size_t which = runs_.program_for(exec_, last_program_);
         bound_program& bp = progs_[which];
         if (!exec_started_) {
-          if (!transition(which, block)) return false;
           prepare(bp);
           exec_started_ = true;
           pc_ = 0;
@@ -335,6 +373,7 @@ class engine {
         ++exec_;
       }
       active_ = false;
+      check_alarm();  // a peer found this call mismatched while this rank needed nothing from it
       return true;
     } catch (const error& e) {
       fail(e);
@@ -342,7 +381,65 @@ class engine {
     }
   }
 
+ public:
+  /// A call this rank cannot make (an argument error found before begin()):
+  /// takes the call's number and abandons it, so peers waiting on this rank
+  /// in it fail at once naming this rank instead of timing out. The plan is
+  /// unusable afterwards, on every rank, as after any error in a call.
+  void abandon(const error& e) {
+    refuse_unusable();
+    if (pending_) return;  // the call in progress is not this one
+    seq_ = ++reg_->seq;
+    reg_->stamp(seq_, plan_id_);
+    fail(e);
+  }
+
  private:
+  /// Refuses a call of a plan that cannot run: after MPI_Finalize, or after an error.
+  void refuse_unusable() const {
+    if (finalized()) throw error(errc::invalid_argument, name_ + ": called after MPI_Finalize");
+    if (failed_) throw error(errc::invalid_argument, name_ + " is unusable after an earlier error: " + failure_);
+  }
+
+  /// The node's alarm changed (some rank abandoned a call): is it this plan,
+  /// or a call this rank made that a peer found mismatched? One load of a
+  /// line written only on errors when nothing happened.
+  void check_alarm() {
+    if (!reg_->abandoned.empty()) {
+      auto it = reg_->abandoned.find(plan_id_);
+      if (it != reg_->abandoned.end() && it->second.seq <= seq_) {
+        origin_ = it->second.origin;
+        throw error(it->second.code, name_ + ": " + it->second.why + ", so call #" + std::to_string(seq_) +
+                                         " cannot complete");
+      }
+    }
+    const std::uint64_t alarm = reg_->alarm();
+    if (alarm == reg_->seen_alarm) return;
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_ || !reg_->on_node(q)) continue;
+      const peer_failure f = reg_->failure_of(q);
+      if (f.seq == 0) continue;
+      const std::string why = "rank " + std::to_string(q) + " abandoned " + reg_->plan_name(f.plan) + " in call #" +
+                              std::to_string(f.seq) + " after an error (" + std::string(to_string(f.code)) + ")" +
+                              raised_by(q, f.origin);
+      reg_->abandoned.emplace(f.plan, registry::abandoned_plan{f.code, f.seq, why, f.origin});
+      if (f.plan == plan_id_ && f.seq <= seq_) {
+        origin_ = f.origin;
+        throw error(f.code, name_ + ": " + why + ", so call #" + std::to_string(seq_) + " cannot complete");
+      }
+      if (f.code == errc::mismatch && f.seq <= seq_ && f.seq > reg_->reported_mismatch) {
+        reg_->reported_mismatch = f.seq;
+        const auto [tag, known] = reg_->own_stamp(f.seq);
+        throw error(errc::mismatch, "mismatched collective calls: rank " + std::to_string(q) + " found call #" +
+                                        std::to_string(f.seq) + " mismatched; rank " + std::to_string(rank_) +
+                                        " ran " + (known ? reg_->plan_name_by_tag(tag) : std::string("?")) +
+                                        " in that call (reported in call #" + std::to_string(seq_) + ", " + name_ +
+                                        ")");
+      }
+    }
+    reg_->seen_alarm = alarm;
+  }
+
   // --- setup ------------------------------------------------------------------
 
   [[nodiscard]] std::string signature_text() const {
@@ -371,44 +468,45 @@ class engine {
                                       " blocks of " + std::to_string(shape_.elem_size) + "-byte elements overflows");
   }
 
-  /// Lowers the chunk program (and the tail program) into lowered_.
+  /// Lowers the chunk program (and the tail program) into lowered_
+  /// (ir::lower_in_chunks: the chunking the sequence tests prove).
   void lower_chunks(const lower_fn& lower) {
-    const std::size_t elem = shape_.elem_size;
-    const std::size_t N = shape_.count;
-    if (N == 0) return;
+    if (shape_.count == 0) return;
     const bool blocked = shape_.coll == collective::reduce_scatter || shape_.coll == collective::allgather;
     chunk_request q;
     q.ranks = size_;
-    q.granule = elem <= 64 && 64 % elem == 0 ? 64 / elem : 1;
+    q.granule = shape_.elem_size <= 64 && 64 % shape_.elem_size == 0 ? 64 / shape_.elem_size : 1;
     q.root = (shape_.coll == collective::reduce || shape_.coll == collective::bcast)
                  ? map_.prog_of_comm[static_cast<std::size_t>(shape_.root)]
                  : 0;
     if (map_.nodes > 1) q.node_of = map_.node_of;
-    // Chunk: start from the bound, shrink until shm and scratch fit in it.
-    const std::size_t per = blocked ? static_cast<std::size_t>(size_) : 1;
-    std::size_t c = std::max(q.granule, opt_.chunk_bytes / elem / per / q.granule * q.granule);
-    c = std::min(c, N);
-    ir::program prog;
-    for (int tries = 0;; ++tries) {
-      q.count = c;
-      q.block_stride = c == N ? 0 : N;
-      prog = lower(q);
-      const std::size_t need = std::max(prog.shm_count, prog.scratch_count) * elem;
-      if (need <= opt_.chunk_bytes || c <= q.granule || tries == 16) break;
-      std::size_t next = static_cast<std::size_t>(static_cast<double>(c) * static_cast<double>(opt_.chunk_bytes) /
-                                                  static_cast<double>(need));
-      next = std::max(q.granule, next / q.granule * q.granule);
-      if (next >= c) next = c > q.granule ? c - q.granule : c;
-      c = next;
-    }
-    chunk_ = c;
-    full_chunks_ = N / c;
-    executions_per_call_ = full_chunks_ + (N % c != 0 ? 1 : 0);
-    lowered_.push_back(std::move(prog));
-    if (N % c != 0) {
-      q.count = N % c;
-      q.block_stride = N;
-      lowered_.push_back(lower(q));
+    ir::chunked c = ir::lower_in_chunks(shape_.count, shape_.elem_size, blocked ? static_cast<std::size_t>(size_) : 1,
+                                        opt_.chunk_bytes, [&](std::size_t n, std::size_t stride) {
+                                          q.count = n;
+                                          q.block_stride = stride;
+                                          return lower(q);
+                                        });
+    chunk_ = c.chunk;
+    lowered_ = std::move(c.programs);
+  }
+
+  /// With checks on (COLLC_ENABLE_CHECKS): proves the programs this plan
+  /// binds in the order it runs them (three calls, up to three chunks each:
+  /// every window of three executions the plan can run), as they run: not in
+  /// place, and in place where the plan runs in place.
+  void verify_runs() const {
+    if (runs_.programs.empty()) return;
+    const bool commutative = shape_.commutative || !reduces(shape_.coll);
+    const std::vector<std::size_t> order = runs_.sequence(3, 3);
+    for (bool in_place : {false, true}) {
+      if (in_place && !runs_.in_place) continue;
+      const ir::verify_result r = ir::verify_sequence(
+          runs_.programs, order,
+          {.commutative = commutative, .in_place = in_place, .shm_copies = runs_.alternate ? 2 : 1});
+      if (!r)
+        throw error(errc::verification_failed, "COLLC_ENABLE_CHECKS: the programs of " + signature_text() +
+                                                   (in_place ? " (in place)" : "") + " fail " +
+                                                   std::string(ir::to_string(r.failed)) + ": " + r.to_string());
     }
   }
 
@@ -416,6 +514,7 @@ class engine {
   void layout() {
     flags_ = 0;
     shm_elems_ = scratch_elems_ = max_count_ = 0;
+    runs_ = {};
     for (const auto& p : lowered_) {
       if (p.ranks != size_)
         throw error(errc::invalid_argument,
@@ -438,17 +537,18 @@ class engine {
     };
     sends_messages_ = std::any_of(lowered_.begin(), lowered_.end(), messages);
     // Shared-memory programs up to 16 KiB of shm per rank alternate between
-    // two halves by execution parity (ir::alternate, the paper's `alt`): an
-    // execution need not wait for its peers to finish reading the previous
-    // one, which halves the hand-offs of tiny calls (P = 2, 8 B: 0.30 us
-    // against 0.45 us). Transfers are bound to fixed shm addresses, so
-    // programs with messages do not alternate.
+    // two copies by execution parity (ir::alternates, the paper's `alt`).
     // Where both copies do not fit in the flag line (29 to 56 bytes),
     // alternating wins: on an oversubscribed node the entry wait costs a
     // context switch (P = 4, 32 B: 10 us alternating, 20 us with the payload
     // in the flag line); on two ranks with a core each the payload in the
     // line gained little (32 B: 0.47-0.50 us against 0.53 us).
-    alternate_ = !sends_messages_ && data > 0 && data <= alternate_max_bytes && 2 * data <= opt_.chunk_bytes;
+    alternate_ = ir::alternates(lowered_, shape_.elem_size, opt_.chunk_bytes);
+    // The programs bound and the order they run in (ir/sequence.hpp).
+    runs_ = ir::make_runs({lowered_, chunk_}, shape_.count, alternate_);
+    full_chunks_ = runs_.full_chunks;
+    executions_per_call_ = runs_.executions_per_call;
+    for (const auto& p : runs_.programs) flags_ = std::max(flags_, p.flags);
     const std::size_t copies = alternate_ ? 2 : 1;
     data_in_flag_line_ = flags_ == 1 && data > 0 && 8 + copies * data <= 64 && shape_.elem_size <= 8;
     shm_half_ = data_in_flag_line_ ? data : (data + 63) / 64 * 64;
@@ -470,14 +570,15 @@ class engine {
     // The hash as two non-negative halves and their complements: all equal
     // iff every rank's maxima are its own values.
     const auto hi = static_cast<std::int64_t>(h >> 32), lo = static_cast<std::int64_t>(h & 0xFFFFFFFFu);
-    std::int64_t v[11] = {
+    const std::int64_t mine[11] = {
         hi, lo, 0xFFFFFFFF - hi, 0xFFFFFFFF - lo, static_cast<std::int64_t>(reg_->seq), reg_->next_plan_id, a, o, n,
         -a, -o};
-    COLLC_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, v, 11, MPI_INT64_T, MPI_MAX, reg_->control()));
+    std::int64_t v[11];
+    agree(mine, v, text);
     if (v[0] != hi || v[1] != lo || v[2] != 0xFFFFFFFF - hi || v[3] != 0xFFFFFFFF - lo) report_disagreement(h, text);
     if (failure) throw *failure;  // every rank failed alike (same text)
     reg_->seq = static_cast<std::uint64_t>(v[4]);
-    plan_id_ = static_cast<int>(v[5]);
+    plan_id_ = v[5];
     reg_->next_plan_id = plan_id_ + 1;
     name_ = "plan " + std::to_string(plan_id_) + " (" + text + ")";
     reg_->plan_names[plan_id_] = name_;
@@ -493,6 +594,49 @@ class engine {
                                          std::to_string(pool_->node_size()) + ")");
     }
     bind_all(agreed ? arena : -1, offset);
+  }
+
+  /// The agreement's allreduce, without blocking: a rank that does not
+  /// arrive within the timeout is errc::timeout naming the ranks of this
+  /// node that did not enter this setup (the others' are not visible). A
+  /// late rank whose peers gave up gets errc::timeout too, naming them.
+  void agree(const std::int64_t (&mine)[11], std::int64_t (&out)[11], const std::string& text) {
+    const std::uint64_t k = ++reg_->setups;
+    reg_->mark_setup(k, false);
+    // MPI writes the result when every rank contributed, maybe after this
+    // rank gave up: heap memory the registry keeps in that case.
+    auto values = std::make_unique<std::int64_t[]>(11);
+    std::copy(std::begin(mine), std::end(mine), values.get());
+    MPI_Request req = MPI_REQUEST_NULL;
+    COLLC_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, values.get(), 11, MPI_INT64_T, MPI_MAX, reg_->control(), &req));
+    if (!registry::wait_request(req, opt_.timeout_s)) {
+      reg_->mark_setup(k, true);
+      std::vector<int> missing;
+      bool others = false;
+      for (int q = 0; q < size_; ++q) {
+        if (q == rank_) continue;
+        const auto st = reg_->setup_of(q);
+        if (!st)
+          others = true;
+        else if (st->first < k)
+          missing.push_back(q);
+      }
+      reg_->keep_pending(req, std::move(values));
+      std::string who = missing.empty() ? std::string("no rank of this node is missing")
+                                        : rank_list(missing) + " did not arrive";
+      if (others) who += " (ranks on other nodes are not visible from here)";
+      throw error(errc::timeout, "timeout after " + std::to_string(opt_.timeout_s) + " s in the setup of " + text +
+                                     " on rank " + std::to_string(rank_) + ": " + who +
+                                     "; every rank must build the same plans in the same order");
+    }
+    std::copy(values.get(), values.get() + 11, std::begin(out));
+    std::vector<int> gave_up;
+    for (int q = 0; q < size_; ++q)
+      if (const auto st = reg_->setup_of(q); q != rank_ && st && st->first == k && st->second) gave_up.push_back(q);
+    if (!gave_up.empty())
+      throw error(errc::timeout, "setup of " + text + " on rank " + std::to_string(rank_) + ": " +
+                                     rank_list(gave_up) + " gave up waiting for this rank (timeout " +
+                                     std::to_string(opt_.timeout_s) + " s); the plan was not built");
   }
 
   /// Everyone saw the disagreement (see settle()); gathers the signatures to
@@ -540,12 +684,9 @@ class engine {
     // (Every rank takes this branch alike: the programs hold every rank's code.)
     if (sends_messages_) COLLC_MPI_CHECK(MPI_Comm_dup(reg_->control(), comm_.out()));
 
-    // The node segment (see the file comment: flag generations).
+    // The node segment (see the file comment: flags start at zero).
     const std::size_t flag_bytes = static_cast<std::size_t>(flags_) * 64;
-    constexpr int generation_shift = 40;
-    const bool generations = plan_id_ < (1 << 23);
-    gen_ = generations ? std::int64_t{plan_id_} << generation_shift : 0;
-    segment_ = pool_->take(arena, offset, slot_bytes_, flag_bytes, !generations);
+    segment_ = pool_->take(arena, offset, slot_bytes_, flag_bytes, false);
     const std::vector<std::byte*>& slot = segment_.slot;
 
     scratch_bytes_ = scratch * elem;
@@ -579,21 +720,16 @@ class engine {
       for (int f = 0; f < flags_; ++f)
         ctx.flag_lines[static_cast<std::size_t>(l * flags_ + f)] =
             reinterpret_cast<std::uint64_t*>(slot[static_cast<std::size_t>(l)] + static_cast<std::size_t>(f) * 64);
-    const std::size_t shift = shape_.coll == collective::allgather ? static_cast<std::size_t>(rank_) * shape_.count : 0;
-    in_place_safe_ = true;
+    // Exactly the programs of runs_ (the ones COLLC_ENABLE_CHECKS proves),
+    // alternating waits and guards included: nothing is rewritten here.
+    in_place_safe_ = runs_.in_place;
     has_messages_ = false;
-    for (const auto& p : lowered_) {
+    for (const auto& p : runs_.programs) {
       progs_.push_back(bind(p, ctx));
-      in_place_safe_ = in_place_safe_ && in_place_safe(progs_.back(), shift);
       has_messages_ = has_messages_ || !progs_.back().transfers.empty();
     }
-    same_signals_ = progs_.size() < 2 || progs_[0].signals == progs_[1].signals;
-    if (alternate_)
-      for (auto& bp : progs_)
-        for (auto& o : bp.ops)
-          if (o.code == opcode::wait) o.value = ir::alternating_wait_value(o.value, bp.signals[o.index]);
-    sig_base_.assign(static_cast<std::size_t>(node_size_ * flags_), gen_);
-    own_.assign(static_cast<std::size_t>(flags_), static_cast<std::uint64_t>(gen_));
+    sig_base_.assign(static_cast<std::size_t>(node_size_ * flags_), 0);
+    own_.assign(static_cast<std::size_t>(flags_), 0);
     // Bind transfers on fixed buffers (shm, scratch) once.
     for (auto& p : progs_)
       for (auto& t : p.transfers)
@@ -604,26 +740,6 @@ class engine {
   }
 
   // --- execution ------------------------------------------------------------
-
-  /// Before the first execution of a program other than the last one run
-  /// (chunk -> tail), if their signal structures differ: wait until every
-  /// node peer finished all earlier executions, so the new program's
-  /// cross-execution waits (value <= 0) cannot refer to signals of the other.
-  bool transition(std::size_t which, bool block) {
-    if (same_signals_ || last_program_ < 0 || static_cast<std::size_t>(last_program_) == which) return true;
-    for (int l = 0; l < node_size_; ++l)
-      for (int f = 0; f < flags_; ++f) {
-        const auto i = static_cast<std::size_t>(l * flags_ + f);
-        bound_op o;
-        o.code = opcode::wait;
-        o.index = static_cast<std::uint32_t>(i);
-        o.flag = flag_line(l, f);
-        o.peer = node_first_ + l;
-        if (sig_base_[i] > gen_ && load(o.flag) < sig_base_[i] && !wait_flag(o, sig_base_[i], block)) return false;
-      }
-    last_program_ = static_cast<int>(which);
-    return true;
-  }
 
   void prepare(const bound_program& bp) {
     const std::size_t elem = shape_.elem_size;
@@ -666,14 +782,19 @@ class engine {
           break;
         case opcode::signal:
           kernels.sync();  // peers read what earlier kernels wrote once they see the signal
-          std::atomic_ref<std::uint64_t>(*o.flag).store(++own_[o.index], std::memory_order_release);
+          std::atomic_ref<std::uint64_t>(*o.flag).store(flag_word(++own_[o.index], seq_), std::memory_order_release);
           break;
         case opcode::wait: {
           const std::int64_t target = sig_base_[o.index] + o.value;
-          if (target > gen_ && load(o.flag) < target && !wait_flag(o, target, block)) {
+          if (target <= 0) break;  // names no signal of this plan
+          std::uint64_t word = load(o.flag);
+          if (signals_of(word) < target && !wait_flag(o, target, block, word)) {
             pc_ = pc;
             return false;
           }
+          // A signal of this execution comes from the peer's same call, or
+          // the ranks call their plans in different orders.
+          if (o.value > 0 && ((word ^ seq_) & flag_call_mask) != 0) check_signal_call(o, word, target);
           break;
         }
         case opcode::send:
@@ -686,6 +807,7 @@ class engine {
             pc_ = pc;
             return false;
           }
+          check_message_call(o, bp.transfers[o.index].peer);
           break;
         case opcode::fence:
           if (!complete_sends(bp, &o, block)) {
@@ -699,9 +821,46 @@ class engine {
     return true;
   }
 
-  static std::int64_t load(const std::uint64_t* flag) noexcept {
-    return static_cast<std::int64_t>(
-        std::atomic_ref<std::uint64_t>(*const_cast<std::uint64_t*>(flag)).load(std::memory_order_acquire));
+  static std::uint64_t load(const std::uint64_t* flag) noexcept {
+    return std::atomic_ref<std::uint64_t>(*const_cast<std::uint64_t*>(flag)).load(std::memory_order_acquire);
+  }
+
+  /// A positive wait passed on a signal the peer gave in another call (the
+  /// flag word's call bits differ): certain when the peer gave exactly the
+  /// awaited signal then, or gave it in an earlier call; when the peer has
+  /// since signalled more (it ran ahead), its stamp for this call decides.
+  void check_signal_call(const bound_op& o, std::uint64_t word, std::int64_t target) {
+    const auto delta = static_cast<std::int16_t>(static_cast<std::uint16_t>((word & flag_call_mask) - (seq_ & flag_call_mask)));
+    const int peer = map_.comm_of_prog[static_cast<std::size_t>(o.peer)];
+    const peer_report rep = reg_->look(peer, seq_);
+    const bool other_plan = rep.kind == peer_report::same_call && rep.plan_tag != plan_tag(plan_id_);
+    if (signals_of(word) > target && delta > 0 && !other_plan) return;  // ran ahead, same plan in this call
+    throw error(errc::mismatch,
+                "mismatched collective calls: rank " + std::to_string(rank_) + " in call #" + std::to_string(seq_) +
+                    " (" + name_ + ") waited for signal " + std::to_string(target - sig_base_[o.index]) +
+                    " of rank " + std::to_string(peer) + " at instruction " + std::to_string(o.source) +
+                    ", which rank " + std::to_string(peer) + " gave in its call #" +
+                    std::to_string(static_cast<std::int64_t>(seq_) + delta) +
+                    (other_plan ? "; in call #" + std::to_string(seq_) + " rank " + std::to_string(peer) + " runs " +
+                                      reg_->plan_name_by_tag(rep.plan_tag)
+                                : std::string()) +
+                    " (the ranks call their plans in different orders)");
+  }
+
+  /// A message of this plan arrived: the peer (same physical node) must be
+  /// in this call with this plan, not behind it or in another plan.
+  void check_message_call(const bound_op& o, int peer) {
+    const peer_report rep = reg_->look(peer, seq_);
+    if (rep.kind == peer_report::behind ||
+        (rep.kind == peer_report::same_call && rep.plan_tag != plan_tag(plan_id_)))
+      throw error(errc::mismatch,
+                  "mismatched collective calls: rank " + std::to_string(rank_) + " in call #" + std::to_string(seq_) +
+                      " (" + name_ + ") received a message of this plan from rank " + std::to_string(peer) +
+                      " at instruction " + std::to_string(o.source) + ", but rank " + std::to_string(peer) +
+                      (rep.kind == peer_report::behind ? std::string(" has not started that call")
+                                                       : " runs " + reg_->plan_name_by_tag(rep.plan_tag) +
+                                                             " in it") +
+                      " (the ranks call their plans in different orders)");
   }
   [[nodiscard]] std::uint64_t* flag_line(int l, int f) const {
     return reinterpret_cast<std::uint64_t*>(segment_.slot[static_cast<std::size_t>(l)] +
@@ -754,7 +913,7 @@ class engine {
     return true;
   }
 
-  bool wait_flag(const bound_op& o, std::int64_t target, bool block) {
+  bool wait_flag(const bound_op& o, std::int64_t target, bool block, std::uint64_t& word) {
     if (!block) return false;
     const int peer = map_.comm_of_prog[static_cast<std::size_t>(o.peer)];
     int probe = 0;
@@ -765,7 +924,8 @@ class engine {
             int flag = 0;
             MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_.get(), &flag, MPI_STATUS_IGNORE);
           }
-          return load(o.flag) >= target;
+          word = load(o.flag);
+          return signals_of(word) >= target;
         },
         o, peer, "a signal", target);
     return true;
@@ -796,20 +956,27 @@ class engine {
                       " at instruction " + std::to_string(o.source) + " (";
       if (o.code == opcode::wait)
         s += "flag " + std::to_string(o.index % static_cast<std::uint32_t>(std::max(flags_, 1))) +
-             " >= " + std::to_string(target - gen_) + ", now " +
-             std::to_string(std::max<std::int64_t>(0, load(o.flag) - gen_)) + ", ";
+             " >= " + std::to_string(target) + ", now " + std::to_string(signals_of(load(o.flag))) + ", ";
       s += "execution " + std::to_string(exec_ + 1) + "/" + std::to_string(executions_per_call_) + " of call #" +
            std::to_string(seq_) + ", " + name_ + ")";
       return s;
     };
     const peer_report rep = reg_->look(peer, seq_);
-    if (rep.kind == peer_report::failed)
-      throw error(rep.failure == errc::mismatch ? errc::mismatch : rep.failure,
-                  where() + ": rank " + std::to_string(peer) + " abandoned this call after an error (" +
-                      std::string(to_string(rep.failure)) + ")");
-    if (rep.kind == peer_report::same_call && rep.plan_id != plan_id_)
+    if (rep.kind == peer_report::failed) {
+      origin_ = rep.origin;
+      throw error(rep.failure, where() + ": rank " + std::to_string(peer) + " abandoned this call after an error (" +
+                                   std::string(to_string(rep.failure)) + ")" + raised_by(peer, rep.origin));
+    }
+    // A peer that gave up on this plan in an earlier call never signals it again.
+    if (const peer_failure f = reg_->failure_of(peer); f.seq != 0 && f.plan == plan_id_ && f.seq <= seq_) {
+      origin_ = f.origin;
+      throw error(f.code, where() + ": rank " + std::to_string(peer) + " abandoned this plan in call #" +
+                              std::to_string(f.seq) + " after an error (" + std::string(to_string(f.code)) + ")" +
+                              raised_by(peer, f.origin));
+    }
+    if (rep.kind == peer_report::same_call && rep.plan_tag != plan_tag(plan_id_))
       throw error(errc::mismatch, "mismatched collective calls: " + where() + ", but rank " + std::to_string(peer) +
-                                      " runs " + reg_->plan_name(rep.plan_id) + " in that call");
+                                      " runs " + reg_->plan_name_by_tag(rep.plan_tag) + " in that call");
     if (waited > opt_.timeout_s) {
       const std::string msg = "timeout after " + std::to_string(waited) + " s: " + where();
       if (opt_.timeout_action == on_timeout::abort) {
@@ -821,12 +988,17 @@ class engine {
     }
   }
 
+  /// " raised by rank 7" when a peer passed on another rank's error.
+  static std::string raised_by(int peer, int origin) {
+    return origin >= 0 && origin != peer ? ", first raised by rank " + std::to_string(origin) : std::string();
+  }
+
   void fail(const error& e) {
     failed_ = true;
     active_ = false;
     pending_ = false;
     failure_ = e.what();
-    reg_->mark_failed(seq_, e.code());
+    reg_->mark_failed(seq_, e.code(), plan_id_, origin_ < 0 ? rank_ : origin_);
   }
 
   plan_shape shape_;
@@ -837,31 +1009,31 @@ class engine {
   segment_lease segment_;
   int rank_ = 0, size_ = 1, prog_rank_ = 0, node_id_ = 0, node_first_ = 0, node_size_ = 1;
   placement_map map_;
-  int plan_id_ = 0;
+  std::int64_t plan_id_ = 0;
   std::string name_;
 
   std::vector<ir::program> lowered_;
   std::vector<bound_program> progs_;  // [0] chunk (or the only program), [1] tail
   std::size_t chunk_ = 0, full_chunks_ = 0, executions_per_call_ = 0;
   int flags_ = 0;
-  bool in_place_safe_ = true, has_messages_ = false, same_signals_ = true;
+  ir::runs runs_;                     // what binds and in which order (layout())
+  bool in_place_safe_ = true, has_messages_ = false;
   std::size_t slot_bytes_ = 0, scratch_bytes_ = 0, stage_bytes_ = 0;
   std::size_t shm_elems_ = 0, scratch_elems_ = 0, max_count_ = 0;  // over the programs (layout())
   bool data_in_flag_line_ = false;                                 // see layout()
-  static constexpr std::size_t alternate_max_bytes = 16384;
   bool alternate_ = false, sends_messages_ = false;  // see layout()
   std::size_t shm_half_ = 0;                         // bytes between the two halves
   std::vector<std::byte*> shm_base_;                 // [node rank] first half
   aligned_bytes scratch_, stage_;
   std::vector<std::byte*> bases_;
-  std::int64_t gen_ = 0;                // flag generation (see the file comment)
-  std::vector<std::int64_t> sig_base_;  // [l * flags + f]: gen + signals of node rank l on f, earlier executions
-  std::vector<std::uint64_t> own_;      // [f]: gen + this rank's signals on f so far
+  std::vector<std::int64_t> sig_base_;  // [l * flags + f]: signals of node rank l on f, earlier executions
+  std::vector<std::uint64_t> own_;      // [f]: this rank's signals on f so far
   unsigned spin_ = 2048;
 
   // The call in progress.
   bool active_ = false, failed_ = false, pending_ = false;
   std::string failure_;
+  int origin_ = -1;  ///< the rank whose error failed this plan, if a peer passed it on
   std::uint64_t seq_ = 0, epoch_ = 0;
   std::size_t exec_ = 0, pc_ = 0;
   bool exec_started_ = false;

@@ -5,12 +5,17 @@
 /// setup; the hot path reads only the resolved values.
 #include <collc/error.hpp>
 
+#include <charconv>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 namespace collc {
 
@@ -27,9 +32,14 @@ enum class on_timeout : std::uint8_t { throw_error, abort };
 ///   ranks_per_node  COLLC_RANKS_PER_NODE  0 = physical nodes (MPI_COMM_TYPE_SHARED)
 ///   placement       COLLC_PLACEMENT       block | round_robin   (pseudo-nodes only)
 ///   chunk_bytes     COLLC_CHUNK_BYTES     256 KiB: bound on shm and scratch per rank
-///   timeout_s       COLLC_TIMEOUT         60 seconds
+///   timeout_s       COLLC_TIMEOUT         60 seconds (inf: never)
 ///   timeout_action  COLLC_ON_TIMEOUT      throw | abort
-///   checks          COLLC_ENABLE_CHECKS   0 | 1: verify the program at setup
+///   checks          COLLC_ENABLE_CHECKS   1|0, yes|no, true|false, on|off: verify the program at setup
+/// Variables are parsed strictly, and a value that is not exactly one of
+/// these (trailing text, a sign, out of range, another word) is refused with
+/// collc::error(errc::invalid_argument) naming the variable and its value,
+/// never read as something else; keywords ignore case. An empty variable is
+/// unset.
 /// Example:
 ///   collc::plan_options o;
 ///   o.ranks_per_node = 2;  // test the inter-node path on one machine
@@ -43,7 +53,8 @@ struct plan_options {
   /// Upper bound on the shared segment slot and the scratch memory of one rank,
   /// in bytes. Messages larger than that run as a pipeline of chunk executions.
   std::size_t chunk_bytes = 0;
-  /// Seconds a wait may take before it is reported as a timeout. 0: environment.
+  /// Seconds a wait may take before it is reported as a timeout. 0: environment;
+  /// infinity: never. NaN and negative values are refused (errc::invalid_argument).
   double timeout_s = 0;
   std::optional<on_timeout> timeout_action;
   std::optional<bool> checks;
@@ -72,17 +83,45 @@ inline std::optional<std::string> env_value(const char* name) {
   return std::string(v);
 }
 
-inline long long parse_env_integer(const char* name, const std::string& text) {
-  std::size_t used = 0;
-  long long v = 0;
-  try {
-    v = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || v < 0)
+/// `text` as a decimal integer in [0, max]: digits only (no sign, space,
+/// base prefix or trailing text), and a value above `max` is an error rather
+/// than wrapped or truncated.
+inline std::uint64_t parse_env_integer(const char* name, const std::string& text, std::uint64_t max) {
+  std::uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  const bool digits = !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (!digits || (ec != std::errc{} && ec != std::errc::result_out_of_range) || ptr != end)
     throw error(errc::invalid_argument, std::string(name) + "='" + text + "' is not a non-negative integer");
+  if (ec == std::errc::result_out_of_range || v > max)
+    throw error(errc::invalid_argument,
+                std::string(name) + "='" + text + "' is out of range (at most " + std::to_string(max) + ")");
   return v;
+}
+
+/// ASCII lower case, for keywords.
+inline std::string lower_ascii(std::string_view s) {
+  std::string out(s);
+  for (char& c : out)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
+/// A boolean variable: 1/0, yes/no, true/false, on/off, in any case.
+inline bool parse_env_bool(const char* name, const std::string& text) {
+  const std::string v = lower_ascii(text);
+  if (v == "1" || v == "yes" || v == "true" || v == "on") return true;
+  if (v == "0" || v == "no" || v == "false" || v == "off") return false;
+  throw error(errc::invalid_argument,
+              std::string(name) + "='" + text + "' is not a boolean (use 1/0, yes/no, true/false or on/off)");
+}
+
+/// A double as "%g" prints it ("nan", "-inf", "0.25"), for messages.
+inline std::string format_seconds(double v) {
+  if (std::isnan(v)) return "nan";  // the sign of a NaN means nothing to a user
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
 }
 
 inline resolved_options resolve(const plan_options& o) {
@@ -93,13 +132,15 @@ inline resolved_options resolve(const plan_options& o) {
   r.ranks_per_node = o.ranks_per_node;
   if (r.ranks_per_node == 0)
     if (auto v = env_value("COLLC_RANKS_PER_NODE"))
-      r.ranks_per_node = static_cast<int>(parse_env_integer("COLLC_RANKS_PER_NODE", *v));
+      r.ranks_per_node = static_cast<int>(
+          parse_env_integer("COLLC_RANKS_PER_NODE", *v, static_cast<std::uint64_t>(std::numeric_limits<int>::max())));
   if (o.pseudo_placement) {
     r.place = *o.pseudo_placement;
   } else if (auto v = env_value("COLLC_PLACEMENT")) {
-    if (*v == "block")
+    const std::string k = lower_ascii(*v);
+    if (k == "block")
       r.place = collc::placement::block;
-    else if (*v == "round_robin")
+    else if (k == "round_robin")
       r.place = collc::placement::round_robin;
     else
       throw error(errc::invalid_argument, "COLLC_PLACEMENT='" + *v + "' is neither 'block' nor 'round_robin'");
@@ -107,22 +148,24 @@ inline resolved_options resolve(const plan_options& o) {
   r.chunk_bytes = o.chunk_bytes;
   if (r.chunk_bytes == 0)
     if (auto v = env_value("COLLC_CHUNK_BYTES"))
-      r.chunk_bytes = static_cast<std::size_t>(parse_env_integer("COLLC_CHUNK_BYTES", *v));
+      r.chunk_bytes = static_cast<std::size_t>(parse_env_integer(
+          "COLLC_CHUNK_BYTES", *v, static_cast<std::uint64_t>(std::numeric_limits<std::size_t>::max())));
   if (r.chunk_bytes == 0) r.chunk_bytes = default_chunk_bytes;
-  if (o.timeout_s < 0)
-    throw error(errc::invalid_argument, "plan_options::timeout_s (" + std::to_string(o.timeout_s) + ") must be >= 0");
+  // A NaN timeout compares false with every wait, so it would never fire.
+  if (!(o.timeout_s >= 0))
+    throw error(errc::invalid_argument, "plan_options::timeout_s (" + format_seconds(o.timeout_s) +
+                                            ") must be a positive number of seconds, inf (never) or 0 (COLLC_TIMEOUT, "
+                                            "else 60)");
   r.timeout_s = o.timeout_s;
   if (r.timeout_s == 0) {
     if (auto v = env_value("COLLC_TIMEOUT")) {
-      std::size_t used = 0;
+      // from_chars: no locale, no leading space, no hex; "inf" parses (never).
       double t = -1;
-      try {
-        t = std::stod(*v, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != v->size() || !(t > 0))
-        throw error(errc::invalid_argument, "COLLC_TIMEOUT='" + *v + "' is not a positive number of seconds");
+      const char* end = v->data() + v->size();
+      const auto [ptr, ec] = std::from_chars(v->data(), end, t);
+      if (ec != std::errc{} || ptr != end || !(t > 0))
+        throw error(errc::invalid_argument,
+                    "COLLC_TIMEOUT='" + *v + "' is not a positive number of seconds (or inf: never)");
       r.timeout_s = t;
     }
   }
@@ -130,9 +173,10 @@ inline resolved_options resolve(const plan_options& o) {
   if (o.timeout_action) {
     r.timeout_action = *o.timeout_action;
   } else if (auto v = env_value("COLLC_ON_TIMEOUT")) {
-    if (*v == "throw")
+    const std::string k = lower_ascii(*v);
+    if (k == "throw")
       r.timeout_action = on_timeout::throw_error;
-    else if (*v == "abort")
+    else if (k == "abort")
       r.timeout_action = on_timeout::abort;
     else
       throw error(errc::invalid_argument, "COLLC_ON_TIMEOUT='" + *v + "' is neither 'throw' nor 'abort'");
@@ -140,7 +184,7 @@ inline resolved_options resolve(const plan_options& o) {
   if (o.checks)
     r.checks = *o.checks;
   else if (auto v = env_value("COLLC_ENABLE_CHECKS"))
-    r.checks = *v != "0";
+    r.checks = parse_env_bool("COLLC_ENABLE_CHECKS", *v);
   return r;
 }
 
