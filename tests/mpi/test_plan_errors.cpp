@@ -38,17 +38,26 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 TEST_CASE("buffer sizes must match the plan", "[backend][mpi][errors]") {
+  // An argument error abandons the call it would have made (its peers must
+  // not wait for it), so the plan is unusable afterwards: each case gets a
+  // plan of its own.
   const int P = world_size();
-  auto p = collc::make_allreduce<double>(MPI_COMM_WORLD, 10);
   std::vector<double> a(10), b(9), c(10);
+  auto p = collc::make_allreduce<double>(MPI_COMM_WORLD, 10);
   auto e = error_of([&] { p(a, b); });
   REQUIRE(e);
   CHECK(e->first == errc::invalid_argument);
   CHECK(contains(e->second, "recv buffer has 9 elements, the plan needs 10"));
-  e = error_of([&] { p(b, a); });
+  e = error_of([&] { p(a, c); });
+  REQUIRE(e);
+  CHECK(contains(e->second, "is unusable after an earlier error"));
+  CHECK(contains(e->second, "recv buffer has 9 elements"));
+  auto p2 = collc::make_allreduce<double>(MPI_COMM_WORLD, 10);
+  e = error_of([&] { p2(b, a); });
   REQUIRE(e);
   CHECK(contains(e->second, "send buffer has 9 elements"));
-  e = error_of([&] { p(collc::in_place, b); });
+  auto p3 = collc::make_allreduce<double>(MPI_COMM_WORLD, 10);
+  e = error_of([&] { p3(collc::in_place, b); });
   REQUIRE(e);
   CHECK(contains(e->second, "in-place buffer has 9 elements"));
 
@@ -62,8 +71,7 @@ TEST_CASE("buffer sizes must match the plan", "[backend][mpi][errors]") {
   e = error_of([&] { bc(a, c); });
   REQUIRE(e);
   CHECK(contains(e->second, "bcast takes one buffer"));
-  // The plans are still usable: nothing started.
-  p(a, c);
+  // A bcast given two buffers started nothing and stays usable.
   bc(a);
 }
 
@@ -74,7 +82,8 @@ TEST_CASE("null buffers with a positive count are refused", "[backend][mpi][erro
   REQUIRE(e);
   CHECK(e->first == errc::invalid_argument);
   CHECK(contains(e->second, "recv buffer is null with count 4"));
-  e = error_of([&] { p(nullptr, a.data()); });
+  auto p2 = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, 4);
+  e = error_of([&] { p2(nullptr, a.data()); });
   REQUIRE(e);
   CHECK(contains(e->second, "send buffer is null with count 4"));
   // Count 0: null is fine.
@@ -93,11 +102,13 @@ TEST_CASE("aliasing send and recv needs in_place", "[backend][mpi][errors]") {
   CHECK(e->first == errc::invalid_argument);
   CHECK(contains(e->second, "overlaps recv"));
   CHECK(contains(e->second, "collc::in_place"));
-  e = error_of([&] { p(buf.data(), buf.data()); });
+  auto p2 = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, 8);  // p abandoned its call
+  e = error_of([&] { p2(buf.data(), buf.data()); });
   REQUIRE(e);
   CHECK(contains(e->second, "overlaps"));
   // Adjacent is not overlapping.
-  p(std::span<const std::int64_t>(buf.data(), 8), std::span<std::int64_t>(buf.data() + 8, 8));
+  auto p3 = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, 8);
+  p3(std::span<const std::int64_t>(buf.data(), 8), std::span<std::int64_t>(buf.data() + 8, 8));
   CHECK(buf[8] == P);
   // Allgather: the own block inside recv is MPI_IN_PLACE's job too.
   auto g = collc::make_allgather<int>(MPI_COMM_WORLD, 2);

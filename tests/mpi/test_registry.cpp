@@ -13,7 +13,7 @@ TEST_CASE("stamps pack a sequence number and a plan id", "[backend][mpi][registr
   CHECK(stamp_seq(s) == 123456789);
   CHECK(stamp_plan(s) == 42);
   CHECK(stamp_seq(pack_stamp(0, 0xFFFFFF)) == 0);
-  // Plan ids are 64-bit; a stamp keeps (and compares) their low 24 bits, so
+  // Plan ids are 64-bit; a stamp keeps (and compares) their low 19 bits, so
   // plan 2^24 is not read as plan 0 of another call (was a false mismatch).
   CHECK(stamp_plan(pack_stamp(7, std::int64_t{1} << 24)) == plan_tag(std::int64_t{1} << 24));
   CHECK(stamp_plan(pack_stamp(7, (std::int64_t{1} << 31) + 5)) == plan_tag((std::int64_t{1} << 31) + 5));

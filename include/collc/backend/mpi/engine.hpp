@@ -833,7 +833,7 @@ class engine {
     const auto delta = static_cast<std::int16_t>(static_cast<std::uint16_t>((word & flag_call_mask) - (seq_ & flag_call_mask)));
     const int peer = map_.comm_of_prog[static_cast<std::size_t>(o.peer)];
     const peer_report rep = reg_->look(peer, seq_);
-    const bool other_plan = rep.kind == peer_report::same_call && rep.plan_tag != plan_tag(plan_id_);
+    const bool other_plan = rep.plan_known && rep.plan_tag != plan_tag(plan_id_);
     if (signals_of(word) > target && delta > 0 && !other_plan) return;  // ran ahead, same plan in this call
     throw error(errc::mismatch,
                 "mismatched collective calls: rank " + std::to_string(rank_) + " in call #" + std::to_string(seq_) +
@@ -851,14 +851,13 @@ class engine {
   /// in this call with this plan, not behind it or in another plan.
   void check_message_call(const bound_op& o, int peer) {
     const peer_report rep = reg_->look(peer, seq_);
-    if (rep.kind == peer_report::behind ||
-        (rep.kind == peer_report::same_call && rep.plan_tag != plan_tag(plan_id_)))
+    if (rep.kind == peer_report::behind || (rep.plan_known && rep.plan_tag != plan_tag(plan_id_)))
       throw error(errc::mismatch,
                   "mismatched collective calls: rank " + std::to_string(rank_) + " in call #" + std::to_string(seq_) +
                       " (" + name_ + ") received a message of this plan from rank " + std::to_string(peer) +
                       " at instruction " + std::to_string(o.source) + ", but rank " + std::to_string(peer) +
                       (rep.kind == peer_report::behind ? std::string(" has not started that call")
-                                                       : " runs " + reg_->plan_name_by_tag(rep.plan_tag) +
+                                                       : " ran " + reg_->plan_name_by_tag(rep.plan_tag) +
                                                              " in it") +
                       " (the ranks call their plans in different orders)");
   }
@@ -974,7 +973,7 @@ class engine {
                               std::to_string(f.seq) + " after an error (" + std::string(to_string(f.code)) + ")" +
                               raised_by(peer, f.origin));
     }
-    if (rep.kind == peer_report::same_call && rep.plan_tag != plan_tag(plan_id_))
+    if (rep.plan_known && rep.plan_tag != plan_tag(plan_id_))
       throw error(errc::mismatch, "mismatched collective calls: " + where() + ", but rank " + std::to_string(peer) +
                                       " runs " + reg_->plan_name_by_tag(rep.plan_tag) + " in that call");
     if (waited > opt_.timeout_s) {

@@ -19,7 +19,7 @@
 ///                the last one (setup timeouts name the ranks missing)
 ///   origin       the rank whose error it was (a rank that fails because a
 ///                peer failed passes the peer's error on, and names its origin)
-///   ring[4]      (seq << 24 | plan id mod 2^24) of the rank's last 4 calls,
+///   ring[4]      (seq << 24 | abandoned, errc | plan id mod 2^19) of the rank's last 4 calls,
 ///                slot seq % 4
 /// The second line of node rank 0 is the node's alarm: the largest call
 /// number (+1) any rank of the node abandoned. Every call reads it (one load
@@ -30,8 +30,8 @@
 /// Every plan call takes the next sequence number `seq` of the communicator;
 /// MPI requires all ranks to call collectives on a communicator in the same
 /// order, so call number `seq` must run the same plan everywhere. Plan ids
-/// are 64-bit; stamps keep 24 bits of them and compare those 24 bits only
-/// (two plans whose ids differ by a multiple of 2^24 look alike: a mismatch
+/// are 64-bit; stamps keep 19 bits of them and compare those 19 bits only
+/// (two plans whose ids differ by a multiple of 2^19 look alike: a mismatch
 /// between them would go unseen, never a false one). Plan setup agrees on
 /// seq and plan ids (max over ranks).
 ///
@@ -73,13 +73,19 @@ struct alignas(64) registry_line {
 static_assert(sizeof(registry_line) == 64);
 
 inline constexpr int registry_ring = 4;
-inline constexpr std::uint64_t stamp_plan_mask = 0xFFFFFFu;
+/// A stamp: seq << 24 | abandoned << 23 | errc << 19 | plan id mod 2^19.
+/// The abandoned bit and code stay with the call in the ring, so a peer still
+/// waiting in call s learns that this rank gave it up even after this rank
+/// failed later calls too (status keeps only the last).
+inline constexpr std::uint64_t stamp_plan_mask = 0x7FFFFu;
+inline constexpr std::uint64_t stamp_abandoned = std::uint64_t{1} << 23;
+inline constexpr int stamp_code_shift = 19;
 
 constexpr std::uint64_t pack_stamp(std::uint64_t seq, std::int64_t plan_id) noexcept {
   return (seq << 24) | (static_cast<std::uint64_t>(plan_id) & stamp_plan_mask);
 }
 constexpr std::uint64_t stamp_seq(std::uint64_t stamp) noexcept { return stamp >> 24; }
-/// The 24 bits of a plan id a stamp keeps.
+/// The 19 bits of a plan id a stamp keeps.
 constexpr std::uint64_t stamp_plan(std::uint64_t stamp) noexcept { return stamp & stamp_plan_mask; }
 constexpr std::uint64_t plan_tag(std::int64_t plan_id) noexcept {
   return static_cast<std::uint64_t>(plan_id) & stamp_plan_mask;
@@ -93,7 +99,8 @@ struct peer_report {
   /// behind: the peer has not started the call; failed: it abandoned the
   /// call; unknown: another node, or the ring slot already holds a later call.
   enum kind_t : std::uint8_t { unknown, same_call, behind, failed } kind = unknown;
-  std::uint64_t plan_tag = 0;             ///< same_call: the plan's id mod 2^24
+  std::uint64_t plan_tag = 0;             ///< the plan the peer runs (ran) in the call: id mod 2^19
+  bool plan_known = false;                ///< plan_tag is set (same_call, or failed from its stamp)
   errc failure = errc::invalid_argument;  ///< failed: the peer's error
   int origin = -1;                        ///< failed: the rank whose error it was
 };
@@ -249,11 +256,11 @@ class registry {
   /// Plan setups entered on this communicator (the same count on every rank).
   std::uint64_t setups = 0;
 
-  /// The name of the live plan whose id is `id` mod 2^24 (the newest such), for messages.
+  /// The name of the live plan whose id is `tag` mod 2^19 (the newest such), for messages.
   [[nodiscard]] std::string plan_name_by_tag(std::uint64_t tag) const {
     for (auto it = plan_names.rbegin(); it != plan_names.rend(); ++it)
       if (plan_tag(it->first) == tag) return it->second;
-    return "a plan with id " + std::to_string(tag) + " mod 2^24 (freed)";
+    return "a plan with id " + std::to_string(tag) + " mod 2^19 (freed)";
   }
   [[nodiscard]] std::string plan_name(std::int64_t id) const {
     auto it = plan_names.find(id);
@@ -277,6 +284,9 @@ class registry {
   void mark_failed(std::uint64_t s, errc code, std::int64_t plan_id, int origin) noexcept {
     std::atomic_ref<std::uint64_t>(own().failed_plan).store(static_cast<std::uint64_t>(plan_id), std::memory_order_relaxed);
     std::atomic_ref<std::uint64_t>(own().origin).store(static_cast<std::uint64_t>(origin), std::memory_order_relaxed);
+    std::atomic_ref<std::uint64_t>(own().ring[s % registry_ring])
+        .store(pack_stamp(s, plan_id) | stamp_abandoned | static_cast<std::uint64_t>(code) << stamp_code_shift,
+               std::memory_order_release);
     std::atomic_ref<std::uint64_t>(own().status)
         .store((s << 8) | (static_cast<std::uint64_t>(code) + 1), std::memory_order_release);
     std::atomic_ref<std::uint64_t> alarm(*alarm_);
@@ -344,8 +354,16 @@ class registry {
     }
     const std::uint64_t e =
         std::atomic_ref<std::uint64_t>(line->ring[s % registry_ring]).load(std::memory_order_acquire);
+    if (stamp_seq(e) == seq_tag(s) && (e & stamp_abandoned) != 0) {
+      rep.kind = peer_report::failed;
+      rep.failure = static_cast<errc>((e >> stamp_code_shift) & 0xFu);
+      rep.plan_tag = stamp_plan(e);
+      rep.plan_known = true;
+      return rep;
+    }
     if (stamp_seq(e) == seq_tag(s)) {
       rep.plan_tag = stamp_plan(e);
+      rep.plan_known = true;
       rep.kind = peer_report::same_call;
     } else if (stamp_seq(e) < seq_tag(s)) {
       rep.kind = peer_report::behind;  // the slot's last call is older: call s not started
