@@ -28,3 +28,43 @@ foreach(k 2 4)
     PASS_REGULAR_EXPRESSION "collc: timeout after [0-9.]+ s: rank 0 waits for .* from rank [0-9]+ at instruction [0-9]+.*aborting"
     FAIL_REGULAR_EXPRESSION "not aborted")
 endforeach()
+
+# Issue 11: the stress test (test_stress.cpp, registered by the glob at
+# COLLC_TEST_RANKS) also at P = 6 (the issue's make_reduce<double>(56176)
+# case) and on pseudo-nodes; the safety tests (test_plan_safety.cpp) on
+# pseudo-nodes too. Their waits are bounded by small plan timeouts; ctest's
+# limit is a backstop.
+collc_add_mpi_test(mpi_test_stress_p6 mpi_test_stress RANKS 6)
+collc_add_mpi_test(mpi_test_stress_pseudo2 mpi_test_stress RANKS 4 ENV COLLC_RANKS_PER_NODE=2)
+collc_add_mpi_test(mpi_test_stress_pseudo3 mpi_test_stress RANKS 7 ENV COLLC_RANKS_PER_NODE=3)
+collc_add_mpi_test(mpi_test_plan_safety_pseudo2 mpi_test_plan_safety RANKS 4 ENV COLLC_RANKS_PER_NODE=2)
+foreach(k IN LISTS COLLC_TEST_RANKS)
+  set_tests_properties(mpi_test_stress_np${k} mpi_test_plan_safety_np${k} mpi_test_plan_moved_np${k}
+                       PROPERTIES TIMEOUT 180)
+endforeach()
+set_tests_properties(mpi_test_stress_p6_np6 mpi_test_stress_pseudo2_np4 mpi_test_stress_pseudo3_np7
+                     mpi_test_plan_safety_pseudo2_np4 PROPERTIES TIMEOUT 180)
+
+# A plan called after MPI_Finalize throws a collc::error saying so, and is
+# destroyed afterwards without crashing (every rank prints its PASS line).
+add_executable(mpi_finalize_helper ${CMAKE_CURRENT_LIST_DIR}/finalize_helper.cpp)
+target_link_libraries(mpi_finalize_helper PRIVATE collc::mpi collc_warnings)
+collc_add_mpi_test(mpi_finalize_after mpi_finalize_helper RANKS 2)
+set_tests_properties(mpi_finalize_after_np2 PROPERTIES TIMEOUT 60
+  PASS_REGULAR_EXPRESSION "rank 0: plans destroyed after MPI_Finalize without crashing; PASS"
+  FAIL_REGULAR_EXPRESSION "FAIL|exited on signal|Segmentation fault|signal [0-9]+|core dumped")
+
+# Thread safety: two threads, each with its own communicator and plans,
+# concurrently under MPI_THREAD_MULTIPLE (skips itself without it).
+add_executable(mpi_thread_safety ${CMAKE_CURRENT_LIST_DIR}/thread_safety.cpp)
+target_link_libraries(mpi_thread_safety PRIVATE collc::mpi collc_warnings)
+find_package(Threads REQUIRED)
+target_link_libraries(mpi_thread_safety PRIVATE Threads::Threads)
+collc_add_mpi_test(mpi_thread_safety mpi_thread_safety RANKS 2 4)
+set_tests_properties(mpi_thread_safety_np2 mpi_thread_safety_np4 PROPERTIES TIMEOUT 120
+  FAIL_REGULAR_EXPRESSION "FAIL")
+
+# COLLC_ENABLE_CHECKS=1: every plan proves, at setup, the programs it binds in
+# the order it runs them (engine::verify_runs), on one node and pseudo-nodes.
+collc_add_mpi_test(mpi_test_plan_checked mpi_test_plan RANKS 3 ENV COLLC_ENABLE_CHECKS=1)
+collc_add_mpi_test(mpi_test_plan_checked_pseudo2 mpi_test_plan RANKS 4 ENV COLLC_ENABLE_CHECKS=1 COLLC_RANKS_PER_NODE=2)
