@@ -851,6 +851,12 @@ class engine {
   /// in this call with this plan, not behind it or in another plan.
   void check_message_call(const bound_op& o, int peer) {
     const peer_report rep = reg_->look(peer, seq_);
+    if (rep.kind == peer_report::failed && !(rep.plan_known && rep.plan_tag != plan_tag(plan_id_))) {
+      origin_ = rep.origin;
+      throw error(rep.failure, name_ + ": rank " + std::to_string(peer) + " abandoned call #" + std::to_string(seq_) +
+                                   " after an error (" + std::string(to_string(rep.failure)) + ")" +
+                                   raised_by(peer, rep.origin));
+    }
     if (rep.kind == peer_report::behind || (rep.plan_known && rep.plan_tag != plan_tag(plan_id_)))
       throw error(errc::mismatch,
                   "mismatched collective calls: rank " + std::to_string(rank_) + " in call #" + std::to_string(seq_) +

@@ -340,11 +340,27 @@ class registry {
     return f;
   }
 
-  /// What peer `peer` (communicator rank) shows about call `s`.
+  /// What peer `peer` (communicator rank) shows about call `s`: its ring
+  /// slot first (it names the plan, also of an abandoned call), then its
+  /// status (a failure of call s whose slot a later call reused).
   [[nodiscard]] peer_report look(int peer, std::uint64_t s) const noexcept {
     peer_report rep;
     registry_line* line = line_of(peer);
     if (!line) return rep;
+    const std::uint64_t e =
+        std::atomic_ref<std::uint64_t>(line->ring[s % registry_ring]).load(std::memory_order_acquire);
+    if (stamp_seq(e) == seq_tag(s)) {
+      rep.plan_tag = stamp_plan(e);
+      rep.plan_known = true;
+      if ((e & stamp_abandoned) != 0) {
+        rep.kind = peer_report::failed;
+        rep.failure = static_cast<errc>((e >> stamp_code_shift) & 0xFu);
+        rep.origin = static_cast<int>(std::atomic_ref<std::uint64_t>(line->origin).load(std::memory_order_relaxed));
+      } else {
+        rep.kind = peer_report::same_call;
+      }
+      return rep;
+    }
     const std::uint64_t st = std::atomic_ref<std::uint64_t>(line->status).load(std::memory_order_acquire);
     if (st != 0 && (st >> 8) == s) {
       rep.kind = peer_report::failed;
@@ -352,22 +368,7 @@ class registry {
       rep.origin = static_cast<int>(std::atomic_ref<std::uint64_t>(line->origin).load(std::memory_order_relaxed));
       return rep;
     }
-    const std::uint64_t e =
-        std::atomic_ref<std::uint64_t>(line->ring[s % registry_ring]).load(std::memory_order_acquire);
-    if (stamp_seq(e) == seq_tag(s) && (e & stamp_abandoned) != 0) {
-      rep.kind = peer_report::failed;
-      rep.failure = static_cast<errc>((e >> stamp_code_shift) & 0xFu);
-      rep.plan_tag = stamp_plan(e);
-      rep.plan_known = true;
-      return rep;
-    }
-    if (stamp_seq(e) == seq_tag(s)) {
-      rep.plan_tag = stamp_plan(e);
-      rep.plan_known = true;
-      rep.kind = peer_report::same_call;
-    } else if (stamp_seq(e) < seq_tag(s)) {
-      rep.kind = peer_report::behind;  // the slot's last call is older: call s not started
-    }
+    if (stamp_seq(e) < seq_tag(s)) rep.kind = peer_report::behind;  // the slot's last call is older: s not started
     return rep;
   }
 
