@@ -5,15 +5,36 @@
 #pragma once
 #include <mpi.h>
 #include <catch2/catch.hpp>
+#include <collc/error.hpp>
 #include <collc/ir/program.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace collc_test {
+
+/// Runs f, returns the collc::error it threw (code, message) or nullopt.
+template <class F>
+std::optional<std::pair<collc::errc, std::string>> error_of(F&& f) {
+  try {
+    f();
+  } catch (const collc::error& e) {
+    return std::pair{e.code(), std::string(e.what())};
+  }
+  return std::nullopt;
+}
+
+inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+inline double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
 
 inline int world_rank() {
   int r = 0;

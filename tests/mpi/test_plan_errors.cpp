@@ -16,26 +16,6 @@ using collc::collective;
 using collc::errc;
 using namespace collc_test;
 
-namespace {
-
-/// Runs f, returns the collc::error it threw (code, message) or nullopt.
-template <class F>
-std::optional<std::pair<errc, std::string>> error_of(F&& f) {
-  try {
-    f();
-  } catch (const collc::error& e) {
-    return std::pair{e.code(), std::string(e.what())};
-  }
-  return std::nullopt;
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-}  // namespace
 
 TEST_CASE("buffer sizes must match the plan", "[backend][mpi][errors]") {
   // An argument error abandons the call it would have made (its peers must

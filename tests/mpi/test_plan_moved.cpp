@@ -16,18 +16,6 @@ using namespace collc_test;
 
 namespace {
 
-template <class F>
-std::optional<std::pair<errc, std::string>> error_of(F&& f) {
-  try {
-    f();
-  } catch (const collc::error& e) {
-    return std::pair{e.code(), std::string(e.what())};
-  }
-  return std::nullopt;
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
 void check_moved(const std::optional<std::pair<errc, std::string>>& e, const char* what) {
   INFO(what << ": " << (e ? e->second : std::string("no error")));
   CHECK(e.has_value());

@@ -28,22 +28,6 @@ using namespace collc_test;
 
 namespace {
 
-template <class F>
-std::optional<std::pair<errc, std::string>> error_of(F&& f) {
-  try {
-    f();
-  } catch (const collc::error& e) {
-    return std::pair{e.code(), std::string(e.what())};
-  }
-  return std::nullopt;
-}
-
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 std::string describe(const std::optional<std::pair<errc, std::string>>& e) {
   return e ? std::string(collc::to_string(e->first)) + ": " + e->second : std::string("no error");
 }
