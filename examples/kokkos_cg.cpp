@@ -3,7 +3,7 @@
 // ranks, vectors in Kokkos::Views, every dot product and norm through one
 // persistent collc allreduce plan built before the iteration loop.
 //
-//   mpiexec -n 4 kokkos_cg [n=64] [timing repetitions=3]
+//   mpiexec -n 4 kokkos_cg [--reproducible] [n=64] [timing repetitions=3]
 //
 // The right-hand side is b = A u* for a known u*, so the solution is checked
 // against u* as well as by its true residual ||b - A x|| / ||b||. The same
@@ -17,8 +17,20 @@
 //    number, about 0.4 n^2, bounds the error by ~1e-6 for n <= 100);
 //  - collc against MPI (which sums in another order, so rounding differs):
 //    iteration counts within 2 + 5 %, solutions within 1e-6 max |u*|.
+//
+// --reproducible adds a third solver whose dot products are reproducible
+// (collc::kokkos::reproducible_dot: each rank's part accumulated exactly in a
+// collc::exact_sum<double> by a Kokkos reducer, one allreduce plan of one
+// accumulator, one rounding). Its whole residual history is then the same bits
+// at every rank count, schedule (COLLC_ALGO) and thread count, since every
+// other operation is elementwise. It prints, for that solver and for the plain
+// collc one, the iterations, the final residual ||r|| in hex and with 17
+// digits, a hash (FNV-1a, 64 bits) of the bytes of the whole history, and the
+// time per iteration; the same checks apply to it as to the plain solver
+// (tests/kokkos_cg_reproducible.cmake compares the lines across runs).
 // Exit status 0 iff all checks pass on every rank.
 #include <collc/backend/kokkos/plan.hpp>
+#include <collc/backend/kokkos/reproducible.hpp>
 
 #include <mpi.h>
 #include <Kokkos_Core.hpp>
@@ -26,6 +38,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -99,16 +112,17 @@ struct solve_result {
   double true_residual = 0;     // ||b - A x|| / ||b||
 };
 
-/// CG from x = 0. `allreduce(v)` returns the sum of v over ranks.
-template <class Allreduce>
-solve_result cg(const grid& g, const vec& b, Allreduce&& allreduce, MPI_Comm comm, double tol, int max_iter) {
+/// CG from x = 0. `dot(a, a_off, b, b_off)` returns the global dot product of
+/// the local rows of a and b (starting at the given offsets).
+template <class Dot>
+solve_result cg(const grid& g, const vec& b, Dot&& dot, MPI_Comm comm, double tol, int max_iter) {
   const std::size_t n = static_cast<std::size_t>(g.n), N = g.size();
   vec x("x", N), r("r", N), p("p", g.with_ghosts()), ap("ap", N);
   Kokkos::deep_copy(r, b);
   Kokkos::parallel_for(
       "cg::init", Kokkos::RangePolicy<exec_space>(0, N), KOKKOS_LAMBDA(std::size_t k) { p(k + n) = b(k); });
   solve_result out;
-  const double bnorm = std::sqrt(allreduce(local_dot(g, b, 0, b, 0)));
+  const double bnorm = std::sqrt(dot(b, 0, b, 0));
   double rr = bnorm * bnorm;
   out.history.push_back(std::sqrt(rr));
   MPI_Barrier(comm);
@@ -117,13 +131,13 @@ solve_result cg(const grid& g, const vec& b, Allreduce&& allreduce, MPI_Comm com
   while (it < max_iter && std::sqrt(rr) > tol * bnorm) {
     exchange_halo(g, p, comm);
     apply(g, p, ap);
-    const double alpha = rr / allreduce(local_dot(g, p, n, ap, 0));
+    const double alpha = rr / dot(p, n, ap, 0);
     Kokkos::parallel_for(
         "cg::update", Kokkos::RangePolicy<exec_space>(0, N), KOKKOS_LAMBDA(std::size_t k) {
           x(k) += alpha * p(k + n);
           r(k) -= alpha * ap(k);
         });
-    const double rr_next = allreduce(local_dot(g, r, 0, r, 0));
+    const double rr_next = dot(r, 0, r, 0);
     const double beta = rr_next / rr;
     rr = rr_next;
     Kokkos::parallel_for(
@@ -162,7 +176,18 @@ double max_over_ranks(double v, MPI_Comm comm) {
   return m;
 }
 
-int run(int n, int reps) {
+/// FNV-1a over the bytes of the history: equal hashes for equal bit patterns.
+std::uint64_t history_hash(const std::vector<double>& h) {
+  std::uint64_t x = 0xcbf29ce484222325ull;
+  for (double v : h) {
+    unsigned char b[sizeof v];
+    std::memcpy(b, &v, sizeof v);
+    for (unsigned char c : b) x = (x ^ c) * 0x100000001b3ull;
+  }
+  return x;
+}
+
+int run(int n, int reps, bool reproducible) {
   const MPI_Comm comm = MPI_COMM_WORLD;
   int me = 0, P = 1;
   MPI_Comm_rank(comm, &me);
@@ -207,16 +232,38 @@ int run(int n, int reps) {
     return s;
   };
 
-  solve_result c1 = cg(g, b, collc_sum, comm, tol, max_iter);
-  solve_result c2 = cg(g, b, collc_sum, comm, tol, max_iter);
-  solve_result m1 = cg(g, b, mpi_sum, comm, tol, max_iter);
+  auto dot_of = [&](auto&& allreduce) {
+    return [&g, allreduce](const vec& a, std::size_t a_off, const vec& b, std::size_t b_off) {
+      return allreduce(local_dot(g, a, a_off, b, b_off));
+    };
+  };
+  // The reproducible dot: exact local accumulation, one allreduce of one accumulator, one rounding.
+  auto rplan = collc::kokkos::make_reproducible_allreduce<exec_space, double>(comm);
+  auto reproducible_dot = [&](const vec& a, std::size_t a_off, const vec& b, std::size_t b_off) {
+    const auto rows = std::make_pair(a_off, a_off + N);
+    const auto rows_b = std::make_pair(b_off, b_off + N);
+    return collc::kokkos::reproducible_dot(rplan, exec, Kokkos::subview(a, rows), Kokkos::subview(b, rows_b));
+  };
+
+  solve_result c1 = cg(g, b, dot_of(collc_sum), comm, tol, max_iter);
+  solve_result c2 = cg(g, b, dot_of(collc_sum), comm, tol, max_iter);
+  solve_result m1 = cg(g, b, dot_of(mpi_sum), comm, tol, max_iter);
+  solve_result r1, r2;
+  if (reproducible) {
+    r1 = cg(g, b, reproducible_dot, comm, tol, max_iter);
+    r2 = cg(g, b, reproducible_dot, comm, tol, max_iter);
+  }
   double best_c = c1.seconds / std::max(1, c1.iterations), best_m = m1.seconds / std::max(1, m1.iterations);
-  for (int k = 1; k < reps; ++k) {
-    best_c = std::min(best_c, cg(g, b, collc_sum, comm, tol, max_iter).seconds / std::max(1, c1.iterations));
-    best_m = std::min(best_m, cg(g, b, mpi_sum, comm, tol, max_iter).seconds / std::max(1, m1.iterations));
+  double best_r = reproducible ? r1.seconds / std::max(1, r1.iterations) : 0;
+  for (int k = 1; k < reps; ++k) {  // alternated, so drifts of the machine hit all alike
+    best_c = std::min(best_c, cg(g, b, dot_of(collc_sum), comm, tol, max_iter).seconds / std::max(1, c1.iterations));
+    best_m = std::min(best_m, cg(g, b, dot_of(mpi_sum), comm, tol, max_iter).seconds / std::max(1, m1.iterations));
+    if (reproducible)
+      best_r = std::min(best_r, cg(g, b, reproducible_dot, comm, tol, max_iter).seconds / std::max(1, r1.iterations));
   }
   best_c = max_over_ranks(best_c, comm);
   best_m = max_over_ranks(best_m, comm);
+  best_r = max_over_ranks(best_r, comm);
 
   std::vector<std::string> failures;
   auto require = [&](bool ok, const std::string& what) {
@@ -231,22 +278,26 @@ int run(int n, int reps) {
   const double err_m = error_to(m1.x, [&](std::size_t k) { return h_u(k + nn); });
   const double diff = error_to(c1.x, [&](std::size_t k) { return m1.x[k]; });
 
-  require(c1.history.size() == c2.history.size() &&
-              std::memcmp(c1.history.data(), c2.history.data(), c1.history.size() * sizeof(double)) == 0,
-          "collc: two solves gave different residual histories");
-  {
+  auto same_history = [&](const solve_result& x, const solve_result& y, const char* who) {
+    require(x.history.size() == y.history.size() &&
+                std::memcmp(x.history.data(), y.history.data(), x.history.size() * sizeof(double)) == 0,
+            std::string(who) + ": two solves gave different residual histories");
     // Every rank holds rank 0's history bit for bit.
-    std::vector<double> h0 = c1.history;
+    std::vector<double> h0 = x.history;
     int len = static_cast<int>(h0.size()), same = 1;
     MPI_Bcast(&len, 1, MPI_INT, 0, comm);
     h0.resize(static_cast<std::size_t>(len));
     MPI_Bcast(h0.data(), len, MPI_DOUBLE, 0, comm);
-    same = h0.size() == c1.history.size() && std::memcmp(h0.data(), c1.history.data(), h0.size() * sizeof(double)) == 0;
+    same = h0.size() == x.history.size() && std::memcmp(h0.data(), x.history.data(), h0.size() * sizeof(double)) == 0;
     MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_MIN, comm);
-    require(same == 1, "collc: residual histories differ between ranks");
-  }
-  for (const auto* s : {&c1, &m1}) {
-    const char* who = s == &c1 ? "collc" : "MPI_Allreduce";
+    require(same == 1, std::string(who) + ": residual histories differ between ranks");
+  };
+  same_history(c1, c2, "collc");
+  if (reproducible) same_history(r1, r2, "collc reproducible");
+  std::vector<const solve_result*> solvers{&c1, &m1};
+  if (reproducible) solvers.push_back(&r1);
+  for (const auto* s : solvers) {
+    const char* who = s == &c1 ? "collc" : s == &m1 ? "MPI_Allreduce" : "collc reproducible";
     require(s->iterations < max_iter, std::string(who) + ": no convergence in " + std::to_string(max_iter));
     require(s->true_residual <= 1e-8, std::string(who) + ": true residual " + std::to_string(s->true_residual));
   }
@@ -256,6 +307,13 @@ int run(int n, int reps) {
   require(std::abs(c1.iterations - m1.iterations) <= 2 + m1.iterations / 20,
           "iteration counts differ: collc " + std::to_string(c1.iterations) + ", MPI_Allreduce " +
               std::to_string(m1.iterations));
+  if (reproducible) {
+    const double err_r = error_to(r1.x, [&](std::size_t k) { return h_u(k + nn); });
+    require(err_r <= 1e-6 * umax, "collc reproducible: max |x - u*| = " + std::to_string(err_r));
+    require(std::abs(r1.iterations - m1.iterations) <= 2 + m1.iterations / 20,
+            "iteration counts differ: collc reproducible " + std::to_string(r1.iterations) + ", MPI_Allreduce " +
+                std::to_string(m1.iterations));
+  }
 
   int ok = failures.empty() ? 1 : 0;
   MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm);
@@ -269,6 +327,20 @@ int run(int n, int reps) {
                 m1.iterations, m1.true_residual, err_m, best_m * 1e6);
     std::printf("  max |x_collc - x_mpi| = %.2e; collc histories bitwise identical over 2 solves and %d rank(s)\n",
                 diff, P);
+    // One line per solver whose fields before "time" must match across runs
+    // for the reproducible one (tests/kokkos_cg_reproducible.cmake).
+    auto summary = [&](const char* who, const solve_result& s, double per_it) {
+      const double final_r = s.history.back();
+      std::printf(
+          "kokkos_cg: %s: iterations %d final residual %a (%.17g) history hash %016llx time %.3f us/iteration\n", who,
+          s.iterations, final_r, final_r, static_cast<unsigned long long>(history_hash(s.history)), per_it * 1e6);
+    };
+    summary("plain", c1, best_c);
+    if (reproducible) {
+      summary("reproducible", r1, best_r);
+      std::printf("kokkos_cg: reproducible / plain time per iteration: %.2f (schedule of the exact_sum plan: %s)\n",
+                  best_r / best_c, rplan.schedule_name().c_str());
+    }
     std::printf("kokkos_cg: %s\n", ok ? "passed" : "FAILED");
   }
   return ok ? 0 : 1;
@@ -281,15 +353,23 @@ int main(int argc, char** argv) {
   int rc = 0;
   Kokkos::initialize(argc, argv);
   try {
-    const int n = argc > 1 ? std::atoi(argv[1]) : 64;
-    const int reps = argc > 2 ? std::atoi(argv[2]) : 3;
+    bool reproducible = false;
+    std::vector<const char*> args;
+    for (int i = 1; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--reproducible") == 0)
+        reproducible = true;
+      else
+        args.push_back(argv[i]);
+    }
+    const int n = args.size() > 0 ? std::atoi(args[0]) : 64;
+    const int reps = args.size() > 1 ? std::atoi(args[1]) : 3;
     int P = 1;
     MPI_Comm_size(MPI_COMM_WORLD, &P);
     if (n < P || n > 4096 || reps < 1) {
-      std::fprintf(stderr, "usage: kokkos_cg [n in [ranks, 4096]] [repetitions >= 1]\n");
+      std::fprintf(stderr, "usage: kokkos_cg [--reproducible] [n in [ranks, 4096]] [repetitions >= 1]\n");
       rc = 2;
     } else {
-      rc = run(n, reps);
+      rc = run(n, reps, reproducible);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "kokkos_cg: %s\n", e.what());

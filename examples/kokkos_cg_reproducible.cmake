@@ -1,0 +1,78 @@
+# ctest kokkos_cg_reproducible: runs `kokkos_cg --reproducible` at several
+# rank counts and with schedules forced through COLLC_ALGO, and requires the
+# reproducible solver's line (iterations, final residual in hex and 17 digits,
+# hash of the whole residual history) to be the same text in every run. The
+# plain collc solver's lines are reported: they are expected to differ across
+# rank counts (that is what the reproducible solver fixes), and the test says
+# whether they did, without failing on it.
+#
+#   cmake -DMPIEXEC=... -DNPFLAG=-n "-DMPIFLAGS=..." -DEXE=kokkos_cg -DNP="1;2;3;4;8"
+#         -DALGOS="ring;tree:binomial" -DALGO_NP="3;4" -DARGS="48;1" -P kokkos_cg_reproducible.cmake
+set(runs)
+foreach(np IN LISTS NP)
+  list(APPEND runs "${np}|")
+endforeach()
+foreach(algo IN LISTS ALGOS)
+  foreach(np IN LISTS ALGO_NP)
+    list(APPEND runs "${np}|${algo}")
+  endforeach()
+endforeach()
+
+set(repro_lines)
+set(plain_lines)
+set(first_repro "")
+set(failed OFF)
+foreach(run IN LISTS runs)
+  string(REPLACE "|" ";" parts "${run}")
+  list(GET parts 0 np)
+  list(LENGTH parts len)
+  set(algo "")
+  if(len GREATER 1)
+    list(GET parts 1 algo)
+  endif()
+  if(algo STREQUAL "")
+    set(env_cmd ${CMAKE_COMMAND} -E env --unset=COLLC_ALGO --unset=COLLC_FACTORS)
+    set(label "P=${np}, default schedule")
+  else()
+    set(env_cmd ${CMAKE_COMMAND} -E env --unset=COLLC_FACTORS COLLC_ALGO=${algo})
+    set(label "P=${np}, COLLC_ALGO=${algo}")
+  endif()
+  execute_process(COMMAND ${env_cmd} ${MPIEXEC} ${NPFLAG} ${np} ${MPIFLAGS} ${EXE} --reproducible ${ARGS}
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc TIMEOUT 120)
+  if(NOT rc EQUAL 0)
+    message(SEND_ERROR "${label}: kokkos_cg exited with ${rc}\n${out}\n${err}")
+    set(failed ON)
+    continue()
+  endif()
+  # The fields up to the time, which varies.
+  if(NOT out MATCHES "kokkos_cg: reproducible: ([^\n]*history hash [0-9a-f]+)")
+    message(SEND_ERROR "${label}: no reproducible line in\n${out}")
+    set(failed ON)
+    continue()
+  endif()
+  set(repro "${CMAKE_MATCH_1}")
+  string(REGEX MATCH "kokkos_cg: plain: ([^\n]*history hash [0-9a-f]+)" _ "${out}")
+  set(plain "${CMAKE_MATCH_1}")
+  message(STATUS "${label}\n  reproducible: ${repro}\n  plain:        ${plain}")
+  if(first_repro STREQUAL "")
+    set(first_repro "${repro}")
+    set(first_label "${label}")
+  elseif(NOT repro STREQUAL first_repro)
+    message(SEND_ERROR "reproducible solver differs: ${label} gives\n  ${repro}\nbut ${first_label} gives\n  ${first_repro}")
+    set(failed ON)
+  endif()
+  list(APPEND plain_lines "${plain}")
+endforeach()
+
+list(REMOVE_DUPLICATES plain_lines)
+list(LENGTH plain_lines distinct)
+list(LENGTH runs total)
+if(failed)
+  message(FATAL_ERROR "kokkos_cg --reproducible: results differ or runs failed (see above)")
+endif()
+message(STATUS "kokkos_cg --reproducible: the same bits in all ${total} runs: ${first_repro}")
+if(distinct GREATER 1)
+  message(STATUS "plain collc solver (Kokkos::Sum<double> plan): ${distinct} different results in ${total} runs, as expected")
+else()
+  message(STATUS "plain collc solver: identical in all runs this time (not required; it usually differs across P)")
+endif()
