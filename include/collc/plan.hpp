@@ -66,12 +66,6 @@
 
 namespace collc {
 
-/// Tag for in-place execution: `p(collc::in_place, buf)` (MPI_IN_PLACE).
-struct in_place_t {
-  explicit in_place_t() = default;
-};
-inline constexpr in_place_t in_place{};
-
 namespace detail {
 
 template <class X>

@@ -12,6 +12,7 @@
 /// whose group spans nodes simply becomes messages): hierarchical schedules
 /// are factor sets whose middle (reduce-exchange) steps cross nodes.
 #include <collc/algo/builder.hpp>
+#include <collc/algo/schedule.hpp>
 #include <collc/algo/cyclic_shift.hpp>
 #include <collc/algo/recursive_exchange.hpp>
 #include <collc/algo/tree.hpp>
@@ -26,60 +27,6 @@
 #include <vector>
 
 namespace collc::algo {
-
-enum class family : std::uint8_t { recursive_exchange, cyclic_shift, tree, copy_in };
-
-constexpr std::string_view to_string(family f) noexcept {
-  switch (f) {
-    case family::recursive_exchange: return "recexch";
-    case family::cyclic_shift: return "cyclic";
-    case family::tree: return "tree";
-    case family::copy_in: return "copyin";
-  }
-  return "?";
-}
-
-/// A typed schedule (L1): which family, with which parameters. A value: it
-/// prints, compares and copies; it knows nothing of MPI.
-///
-///   schedule::recursive({-2, -2, 2, 2})  // Rabenseifner on 4 ranks
-///   schedule::recursive({2, 2}, true)    // recursive doubling, remainder folded in
-///   schedule::cyclic({2, 2, 2})          // dissemination on 5..8 ranks
-///   schedule::ring()                     // cyclic shift by one rank, P-1 steps each way
-///   schedule::tree(0)                    // binomial tree; tree(k) k-ary, tree(k, 2) two roots
-///   schedule::copy_in()                  // every rank reads every peer's slice (radix P)
-struct schedule {
-  family fam = family::recursive_exchange;
-  factor_set factors;  ///< signed radices (recursive exchange, cyclic shift; empty = ring)
-  int arity = 2;       ///< tree: children per node, 0 = binomial
-  int roots = 1;       ///< tree: data split over this many roots (one per socket)
-  bool fold = false;   ///< recursive exchange: the P - prod ranks beyond the
-                       ///< factor product fold into partners (seed 003)
-
-  static constexpr schedule recursive(factor_set f, bool fold = false) {
-    return {family::recursive_exchange, f, 2, 1, fold};
-  }
-  static constexpr schedule cyclic(factor_set f) { return {family::cyclic_shift, f, 2, 1, false}; }
-  static constexpr schedule ring() { return {family::cyclic_shift, {}, 2, 1, false}; }
-  static constexpr schedule tree(int arity, int roots = 1) { return {family::tree, {}, arity, roots, false}; }
-  static constexpr schedule copy_in() { return {family::copy_in, {}, 2, 1, false}; }
-
-  friend constexpr bool operator==(const schedule&, const schedule&) = default;
-
-  /// "recexch{-2,2}", "recexch{2,2}+fold", "cyclic{2,2,2}", "ring", "tree:3",
-  /// "tree:binomial", "tree:2x2" (two roots), "copyin". parse() reads it back.
-  [[nodiscard]] std::string to_string() const {
-    switch (fam) {
-      case family::tree:
-        return "tree:" + (arity == 0 ? std::string("binomial") : std::to_string(arity)) +
-               (roots > 1 ? "x" + std::to_string(roots) : "");
-      case family::copy_in: return "copyin";
-      case family::cyclic_shift: return factors.empty() ? "ring" : "cyclic" + factors.to_string();
-      case family::recursive_exchange: return "recexch" + factors.to_string() + (fold ? "+fold" : "");
-    }
-    return "?";
-  }
-};
 
 /// What to lower a schedule for.
 struct lower_request {

@@ -34,6 +34,7 @@
 ///  The same program runs for every execution of a plan; the signal structure
 ///  (signals per flag per rank) is therefore fixed, which is what lets a wait
 ///  name its target relative to the current execution.
+#include <collc/core.hpp>
 #include <collc/error.hpp>
 
 #include <cstddef>
@@ -42,31 +43,6 @@
 #include <string_view>
 #include <variant>
 #include <vector>
-
-namespace collc {
-
-/// The collectives collc lowers. Counts follow MPI (see program::send_count):
-/// allreduce/reduce/bcast: `count` elements per rank; reduce_scatter (block)
-/// and allgather: `count` elements per block, P blocks in the larger buffer.
-enum class collective : std::uint8_t { allreduce, reduce_scatter, allgather, reduce, bcast };
-
-constexpr std::string_view to_string(collective c) noexcept {
-  switch (c) {
-    case collective::allreduce: return "allreduce";
-    case collective::reduce_scatter: return "reduce_scatter";
-    case collective::allgather: return "allgather";
-    case collective::reduce: return "reduce";
-    case collective::bcast: return "bcast";
-  }
-  return "?";
-}
-
-/// True for collectives whose result combines contributions with an operator.
-constexpr bool reduces(collective c) noexcept {
-  return c == collective::allreduce || c == collective::reduce_scatter || c == collective::reduce;
-}
-
-}  // namespace collc
 
 namespace collc::ir {
 
