@@ -62,4 +62,39 @@ if(COLLC_ENABLE_FMT)
   endif()
 endif()
 
+# The compiled component: the type-independent parts (lowering at run time,
+# verification, selection, text form, wisdom, MPI engine setup) built once into
+# libcollc_compiled, the headers then only declaring them (config.hpp). Like
+# {fmt}'s fmt::fmt next to fmt::fmt-header-only: header-only stays the default.
+if(COLLC_ENABLE_COMPILED)
+  add_library(collc_compiled ${PROJECT_SOURCE_DIR}/src/collc.cpp)
+  set_target_properties(collc_compiled PROPERTIES EXPORT_NAME compiled POSITION_INDEPENDENT_CODE ON)
+  add_library(collc::compiled ALIAS collc_compiled)
+  target_compile_definitions(collc_compiled PUBLIC COLLC_SEPARATE_COMPILATION=1)
+  target_link_libraries(collc_compiled PUBLIC collc)
+  if(TARGET collc_mpi)
+    target_link_libraries(collc_compiled PUBLIC collc_mpi)
+  endif()
+  list(APPEND COLLC_EXPORTED collc_compiled)
+  list(APPEND COLLC_COMPONENTS compiled)
+endif()
+
+# The targets collc's own tests, tools and examples link: header-only by
+# default, the compiled library with -DCOLLC_COMPILED=ON (scripts/test builds
+# both ways).
+add_library(collc_project_core INTERFACE)
+add_library(collc_project_mpi INTERFACE)
+if(COLLC_COMPILED)
+  if(NOT TARGET collc_compiled)
+    message(FATAL_ERROR "COLLC_COMPILED=ON needs COLLC_ENABLE_COMPILED=ON")
+  endif()
+  target_link_libraries(collc_project_core INTERFACE collc_compiled)
+  target_link_libraries(collc_project_mpi INTERFACE collc_compiled)
+else()
+  target_link_libraries(collc_project_core INTERFACE collc)
+  if(TARGET collc_mpi)
+    target_link_libraries(collc_project_mpi INTERFACE collc_mpi)
+  endif()
+endif()
+
 message(STATUS "collc components: ${COLLC_COMPONENTS}")

@@ -10,7 +10,7 @@ collc_add_mpi_test(mpi_test_plan_errors_pseudo2 mpi_test_plan_errors RANKS 4 ENV
 
 # A rank SIGKILLed mid-collective leaves no shared memory behind.
 add_executable(mpi_kill_helper ${CMAKE_CURRENT_LIST_DIR}/kill_helper.cpp)
-target_link_libraries(mpi_kill_helper PRIVATE collc::mpi collc_warnings)
+target_link_libraries(mpi_kill_helper PRIVATE collc_project_mpi collc_warnings)
 add_test(NAME mpi_kill_leaves_nothing
   COMMAND ${CMAKE_COMMAND} -DMPIEXEC=${MPIEXEC_EXECUTABLE} "-DFLAGS=${COLLC_MPIEXEC_FLAGS}"
           -DHELPER=$<TARGET_FILE:mpi_kill_helper> -DRANKS=4 -DWORK=${CMAKE_CURRENT_BINARY_DIR}
@@ -21,7 +21,7 @@ set_tests_properties(mpi_kill_leaves_nothing PROPERTIES RUN_SERIAL TRUE TIMEOUT 
 
 # COLLC_ON_TIMEOUT=abort: the report, then MPI_Abort.
 add_executable(mpi_timeout_helper ${CMAKE_CURRENT_LIST_DIR}/timeout_helper.cpp)
-target_link_libraries(mpi_timeout_helper PRIVATE collc::mpi collc_warnings)
+target_link_libraries(mpi_timeout_helper PRIVATE collc_project_mpi collc_warnings)
 collc_add_mpi_test(mpi_timeout_abort mpi_timeout_helper RANKS 2 4 ENV COLLC_TIMEOUT=0.5 COLLC_ON_TIMEOUT=abort)
 foreach(k 2 4)
   set_tests_properties(mpi_timeout_abort_np${k} PROPERTIES
@@ -48,7 +48,7 @@ set_tests_properties(mpi_test_stress_p6_np6 mpi_test_stress_pseudo2_np4 mpi_test
 # A plan called after MPI_Finalize throws a collc::error saying so, and is
 # destroyed afterwards without crashing (every rank prints its PASS line).
 add_executable(mpi_finalize_helper ${CMAKE_CURRENT_LIST_DIR}/finalize_helper.cpp)
-target_link_libraries(mpi_finalize_helper PRIVATE collc::mpi collc_warnings)
+target_link_libraries(mpi_finalize_helper PRIVATE collc_project_mpi collc_warnings)
 collc_add_mpi_test(mpi_finalize_after mpi_finalize_helper RANKS 2)
 set_tests_properties(mpi_finalize_after_np2 PROPERTIES TIMEOUT 60
   PASS_REGULAR_EXPRESSION "rank 0: plans destroyed after MPI_Finalize without crashing; PASS"
@@ -57,7 +57,7 @@ set_tests_properties(mpi_finalize_after_np2 PROPERTIES TIMEOUT 60
 # Thread safety: two threads, each with its own communicator and plans,
 # concurrently under MPI_THREAD_MULTIPLE (skips itself without it).
 add_executable(mpi_thread_safety ${CMAKE_CURRENT_LIST_DIR}/thread_safety.cpp)
-target_link_libraries(mpi_thread_safety PRIVATE collc::mpi collc_warnings)
+target_link_libraries(mpi_thread_safety PRIVATE collc_project_mpi collc_warnings)
 find_package(Threads REQUIRED)
 target_link_libraries(mpi_thread_safety PRIVATE Threads::Threads)
 collc_add_mpi_test(mpi_thread_safety mpi_thread_safety RANKS 2 4)

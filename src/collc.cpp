@@ -1,0 +1,15 @@
+// libcollc_compiled: the type-independent parts of collc, compiled once
+// (CMake component `compiled`, target collc::compiled). This file is the only
+// place that includes the `.ipp` definition files in compiled mode; in the
+// default header-only mode each header includes its own `.ipp` instead
+// (include/collc/config.hpp).
+#if !defined(COLLC_SEPARATE_COMPILATION)
+#error "src/collc.cpp is built with COLLC_SEPARATE_COMPILATION (the collc::compiled target sets it)"
+#endif
+
+// One line per definition file, in layer order (docs/architecture.md).
+// Core and IR/algo layers (no MPI).
+
+// MPI backend.
+#if defined(COLLC_HAS_MPI)
+#endif
