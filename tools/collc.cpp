@@ -54,11 +54,6 @@ int main(int argc, char** argv) {
     if (c.name != args[0] || c.run == nullptr) continue;
     try {
       return c.run(std::span<const std::string_view>(args).subspan(1));
-    } catch (const collc::error& e) {
-      std::string_view what = e.what();
-      if (what.starts_with("collc: ")) what.remove_prefix(7);
-      fmt::print(stderr, "collc {}: {}\n", c.name, what);
-      return 2;
     } catch (const std::exception& e) {
       fmt::print(stderr, "collc {}: {}\n", c.name, e.what());
       return 2;

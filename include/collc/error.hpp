@@ -43,7 +43,9 @@ constexpr std::string_view to_string(errc code) noexcept {
 
 class error : public std::runtime_error {
  public:
-  error(errc code, const std::string& message) : std::runtime_error("collc: " + message), code_(code) {}
+  /// what() is `message` as given: callers add their own prefix
+  /// (the CLI prints "collc <command>: <message>").
+  error(errc code, const std::string& message) : std::runtime_error(message), code_(code) {}
   [[nodiscard]] errc code() const noexcept { return code_; }
 
  private:
