@@ -485,7 +485,7 @@ inline program optimize(program p) {
 // --- alternating shm ------------------------------------------------------------
 
 /// A wait's value when shm alternates between two halves by execution parity
-/// (the paper's `alt`): a cross-execution wait (value <= 0: "the peer has
+/// (`alt` in Jocksch et al. 2026): a cross-execution wait (value <= 0: "the peer has
 /// finished the previous execution's part", which protects shm the peer may
 /// still read) may look one execution further back, since this execution
 /// writes the other half. `signals` = the peer's signals on the flag per

@@ -27,7 +27,7 @@
 /// invariant, proven by the verifier), so the guard covers every read of the
 /// earlier executions.
 ///
-/// Alternating shm (the paper's `alt`): programs without messages whose shm
+/// Alternating shm (`alt` in Jocksch et al. 2026): programs without messages whose shm
 /// is small get two copies; execution e uses copy e % 2 and cross-execution
 /// waits look one execution further back (alternating_wait_value). Guarded
 /// copies keep their waits as lowered: after the guard every earlier

@@ -111,7 +111,7 @@ struct verify_options {
   /// Copies of shm that executions alternate between (1 or 2): execution e
   /// uses copy e % shm_copies, every shm reference moved by (e % shm_copies)
   /// times the largest shm_count of the programs (the engine's alternating
-  /// halves, the paper's `alt`; see backend/mpi/engine.hpp).
+  /// halves, `alt` in Jocksch et al. 2026; see backend/mpi/engine.hpp).
   int shm_copies = 1;
   /// Bytes verify may use (its verify_memory_estimate); a larger program is
   /// refused up front with collc::error(errc::invalid_argument) instead of
