@@ -29,8 +29,8 @@
 ///    last radix minimal, rn == ceil(P / (r1*..*r(n-1))). The product may exceed P.
 ///  - The empty set is valid for no collective (`factors<>` is still a type, so
 ///    it can serve as a default template argument).
+#include <collc/core.hpp>
 #include <collc/error.hpp>
-#include <collc/ir/program.hpp>
 
 #include <array>
 #include <concepts>
