@@ -12,4 +12,11 @@
 
 // MPI backend.
 #if defined(COLLC_HAS_MPI)
+#include <collc/backend/mpi/handles.ipp>
+#include <collc/backend/mpi/options.ipp>
+#include <collc/backend/mpi/topology.ipp>
+#include <collc/backend/mpi/segments.ipp>
+#include <collc/backend/mpi/registry.ipp>
+#include <collc/backend/mpi/binder.ipp>
+#include <collc/backend/mpi/calibrate.ipp>
 #endif

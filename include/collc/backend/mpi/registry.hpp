@@ -46,22 +46,21 @@
 #include <collc/backend/mpi/handles.hpp>
 #include <collc/backend/mpi/segments.hpp>
 #include <collc/backend/mpi/topology.hpp>
+#include <collc/config.hpp>
+#include <collc/error.hpp>
 
 #include <mpi.h>
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
-namespace collc::detail {
+namespace collc::mpi {
 
 struct alignas(64) registry_line {
   std::uint64_t status;
@@ -117,102 +116,23 @@ class registry {
  public:
   /// Collective over `comm`. The duplicate is made without blocking, so a
   /// rank that never arrives is a timeout after `timeout_s`, not a hang.
-  registry(MPI_Comm user_comm, double timeout_s) {
-    {
-      // MPI writes the new handle when the duplicate completes: heap memory
-      // that outlives this constructor if it times out (then it is leaked).
-      auto handle = std::make_unique<MPI_Comm>(MPI_COMM_NULL);
-      MPI_Request req = MPI_REQUEST_NULL;
-      COLLC_MPI_CHECK(MPI_Comm_idup(user_comm, handle.get(), &req));
-      if (!wait_request(req, timeout_s)) {
-        (void)handle.release();
-        throw error(errc::timeout, "timeout after " + std::to_string(timeout_s) +
-                                       " s in the setup of the first plan on this communicator: a rank did not "
-                                       "arrive (which ranks is not known before the first plan exists)");
-      }
-      *control_.out() = *handle;
-    }
-    const MPI_Comm comm = control_.get();
-    COLLC_MPI_CHECK(MPI_Comm_rank(comm, &rank_));
-    COLLC_MPI_CHECK(MPI_Comm_size(comm, &size_));
-    COLLC_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, node_comm_.out()));
-    COLLC_MPI_CHECK(MPI_Comm_rank(node_comm_.get(), &node_rank_));
-    COLLC_MPI_CHECK(MPI_Comm_size(node_comm_.get(), &node_size_));
-    // The node leader is the smallest communicator rank of the node (key =
-    // rank): node rank 0, translated locally (no message).
-    int leader = rank_;
-    {
-      MPI_Group node_group = MPI_GROUP_NULL, comm_group = MPI_GROUP_NULL;
-      COLLC_MPI_CHECK(MPI_Comm_group(node_comm_.get(), &node_group));
-      COLLC_MPI_CHECK(MPI_Comm_group(comm, &comm_group));
-      const int first = 0;
-      const int rc = MPI_Group_translate_ranks(node_group, 1, &first, comm_group, &leader);
-      MPI_Group_free(&node_group);
-      MPI_Group_free(&comm_group);
-      mpi_check(rc, "MPI_Group_translate_ranks");
-    }
-    int mine[2] = {leader, node_rank_};
-    std::vector<int> all(2 * static_cast<std::size_t>(size_));
-    COLLC_MPI_CHECK(MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, comm));
-    leader_of_.resize(static_cast<std::size_t>(size_));
-    node_index_of_.resize(static_cast<std::size_t>(size_));
-    for (int r = 0; r < size_; ++r) {
-      leader_of_[static_cast<std::size_t>(r)] = all[2 * static_cast<std::size_t>(r)];
-      node_index_of_[static_cast<std::size_t>(r)] =
-          all[2 * static_cast<std::size_t>(r)] == leader ? all[2 * static_cast<std::size_t>(r) + 1] : -1;
-    }
-    // The physical node's pool takes the node communicator, and the lines
-    // are the first range of its first arena (zeroed, the node synchronized):
-    // the communicator's first plan with the default placement then creates
-    // no other communicator or window.
-    const placement_map physical = make_placement(node_keys(leader_of_, 0, collc::placement::block), false);
-    auto pool = std::make_unique<segment_pool>(std::move(node_comm_));
-    const segment_lease lines = pool->take(-1, 0, 2 * sizeof(registry_line), 0, false);
-    lines_.resize(static_cast<std::size_t>(node_size_));
-    for (int i = 0; i < node_size_; ++i)
-      lines_[static_cast<std::size_t>(i)] = reinterpret_cast<registry_line*>(lines.slot[static_cast<std::size_t>(i)]);
-    alarm_ = reinterpret_cast<std::uint64_t*>(lines_[0] + 1);
-    pools_.emplace(pool_key(physical), std::move(pool));
-  }
+  registry(MPI_Comm user_comm, double timeout_s);
 
   registry(const registry&) = delete;
   registry& operator=(const registry&) = delete;
-  ~registry() {
-    while (!pools_.empty()) pools_.erase(pools_.begin());  // in key order on every rank
-    // Agreements abandoned after a timeout complete once the late rank came;
-    // one that never completes keeps its buffer (MPI may still write it).
-    if (!mpi_finalized())
-      for (auto& p : pending_) {
-        int done = 0;
-        if (p.request != MPI_REQUEST_NULL) MPI_Test(&p.request, &done, MPI_STATUS_IGNORE);
-        if (!done) (void)p.values.release();
-      }
-    control_.reset();
-  }
+  ~registry();
 
   /// Polls `req` until it completes (true) or `timeout_s` passed (false),
   /// yielding the core between polls (oversubscribed nodes).
-  static bool wait_request(MPI_Request& req, double timeout_s) {
-    const auto t0 = std::chrono::steady_clock::now();
-    for (unsigned i = 0;; ++i) {
-      int done = 0;
-      COLLC_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
-      if (done) return true;
-      if (i > 64) std::this_thread::yield();
-      if ((i & 63) == 0 &&
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s)
-        return false;
-    }
-  }
+  static bool wait_request(MPI_Request& req, double timeout_s);
   /// An agreement a timed-out setup left behind: its request and the buffer
   /// MPI writes when the late ranks complete it.
   struct pending_agreement {
     MPI_Request request = MPI_REQUEST_NULL;
     std::unique_ptr<std::int64_t[]> values;
   };
-  void keep_pending(MPI_Request req, std::unique_ptr<std::int64_t[]> values) {
-    pending_.push_back({req, std::move(values)});
-  }
+  /// Keeps `values`, which the agreement `req` writes, alive until the registry dies (see ~registry).
+  void keep_pending(MPI_Request req, std::unique_ptr<std::int64_t[]> values);
 
   /// collc's private duplicate of the user's communicator, for setup collectives.
   [[nodiscard]] MPI_Comm control() const noexcept { return control_.get(); }
@@ -221,27 +141,11 @@ class registry {
   /// on node `node`); the first request for a placement splits the control
   /// communicator, collectively over it (every rank asks for the same
   /// placement in the same order, as plan setup is collective).
-  segment_pool& pool_for(const placement_map& map, int node, int prog) {
-    std::vector<int> key = pool_key(map);
-    auto it = pools_.find(key);
-    if (it == pools_.end()) {
-      comm_owner node_comm;
-      COLLC_MPI_CHECK(MPI_Comm_split(control_.get(), node, prog, node_comm.out()));
-      it = pools_.emplace(std::move(key), std::make_unique<segment_pool>(std::move(node_comm))).first;
-    }
-    return *it->second;
-  }
+  segment_pool& pool_for(const placement_map& map, int node, int prog);
   /// The pool of placement `map` if one was made, else null (local).
-  [[nodiscard]] segment_pool* find_pool(const placement_map& map) const {
-    auto it = pools_.find(pool_key(map));
-    return it == pools_.end() ? nullptr : it->second.get();
-  }
+  [[nodiscard]] segment_pool* find_pool(const placement_map& map) const;
   /// Shared windows of all pools (for tests: a reused segment range adds none).
-  [[nodiscard]] int arenas() const noexcept {
-    int n = 0;
-    for (const auto& [key, pool] : pools_) n += pool->arenas();
-    return n;
-  }
+  [[nodiscard]] int arenas() const noexcept;
 
   [[nodiscard]] int rank() const noexcept { return rank_; }
   [[nodiscard]] int size() const noexcept { return size_; }
@@ -257,43 +161,18 @@ class registry {
   std::uint64_t setups = 0;
 
   /// The name of the live plan whose id is `tag` mod 2^19 (the newest such), for messages.
-  [[nodiscard]] std::string plan_name_by_tag(std::uint64_t tag) const {
-    for (auto it = plan_names.rbegin(); it != plan_names.rend(); ++it)
-      if (plan_tag(it->first) == tag) return it->second;
-    return "a plan with id " + std::to_string(tag) + " mod 2^19 (freed)";
-  }
-  [[nodiscard]] std::string plan_name(std::int64_t id) const {
-    auto it = plan_names.find(id);
-    return it == plan_names.end() ? "plan " + std::to_string(id) + " (freed)" : it->second;
-  }
+  [[nodiscard]] std::string plan_name_by_tag(std::uint64_t tag) const;
+  /// The name of the live plan `id`, for messages.
+  [[nodiscard]] std::string plan_name(std::int64_t id) const;
 
   /// Announces that this rank runs call `s` with plan `plan_id`.
-  void stamp(std::uint64_t s, std::int64_t plan_id) noexcept {
-    std::atomic_ref<std::uint64_t>(own().ring[s % registry_ring])
-        .store(pack_stamp(s, plan_id), std::memory_order_release);
-  }
+  void stamp(std::uint64_t s, std::int64_t plan_id) noexcept;
   /// The plan this rank stamped for call `s`, if the ring still holds it (tag, found).
-  [[nodiscard]] std::pair<std::uint64_t, bool> own_stamp(std::uint64_t s) const noexcept {
-    const std::uint64_t e =
-        std::atomic_ref<std::uint64_t>(own().ring[s % registry_ring]).load(std::memory_order_relaxed);
-    return {stamp_plan(e), stamp_seq(e) == seq_tag(s)};
-  }
+  [[nodiscard]] std::pair<std::uint64_t, bool> own_stamp(std::uint64_t s) const noexcept;
   /// Marks call `s` of plan `plan_id` abandoned with `code`: peers waiting on
   /// this rank in call `s`, or in any later call of that plan, fail too, and
   /// the node's alarm tells every rank at its next call.
-  void mark_failed(std::uint64_t s, errc code, std::int64_t plan_id, int origin) noexcept {
-    std::atomic_ref<std::uint64_t>(own().failed_plan).store(static_cast<std::uint64_t>(plan_id), std::memory_order_relaxed);
-    std::atomic_ref<std::uint64_t>(own().origin).store(static_cast<std::uint64_t>(origin), std::memory_order_relaxed);
-    std::atomic_ref<std::uint64_t>(own().ring[s % registry_ring])
-        .store(pack_stamp(s, plan_id) | stamp_abandoned | static_cast<std::uint64_t>(code) << stamp_code_shift,
-               std::memory_order_release);
-    std::atomic_ref<std::uint64_t>(own().status)
-        .store((s << 8) | (static_cast<std::uint64_t>(code) + 1), std::memory_order_release);
-    std::atomic_ref<std::uint64_t> alarm(*alarm_);
-    std::uint64_t now = alarm.load(std::memory_order_relaxed);
-    while (now < s + 1 && !alarm.compare_exchange_weak(now, s + 1, std::memory_order_acq_rel)) {
-    }
-  }
+  void mark_failed(std::uint64_t s, errc code, std::int64_t plan_id, int origin) noexcept;
   /// The node's alarm (the largest abandoned call + 1); changes only on errors.
   [[nodiscard]] std::uint64_t alarm() const noexcept {
     return std::atomic_ref<std::uint64_t>(*alarm_).load(std::memory_order_acquire);
@@ -312,78 +191,27 @@ class registry {
   std::uint64_t reported_mismatch = 0;
 
   /// Posts that this rank entered setup number `k` (gave_up: and timed out in it).
-  void mark_setup(std::uint64_t k, bool gave_up) noexcept {
-    std::atomic_ref<std::uint64_t>(own().setup).store(k << 1 | (gave_up ? 1 : 0), std::memory_order_release);
-  }
+  void mark_setup(std::uint64_t k, bool gave_up) noexcept;
   /// Setup state of `peer` (communicator rank): (setups entered, gave up in the last); nullopt on another node.
-  [[nodiscard]] std::optional<std::pair<std::uint64_t, bool>> setup_of(int peer) const noexcept {
-    registry_line* line = line_of(peer);
-    if (!line) return std::nullopt;
-    const std::uint64_t v = std::atomic_ref<std::uint64_t>(line->setup).load(std::memory_order_acquire);
-    return std::pair{v >> 1, (v & 1) != 0};
-  }
+  [[nodiscard]] std::optional<std::pair<std::uint64_t, bool>> setup_of(int peer) const noexcept;
   /// Whether `peer` shares this rank's physical node (its line is visible).
   [[nodiscard]] bool on_node(int peer) const noexcept { return line_of(peer) != nullptr; }
 
   /// The last call `peer` (communicator rank) abandoned, if on this node.
-  [[nodiscard]] peer_failure failure_of(int peer) const noexcept {
-    peer_failure f;
-    registry_line* line = line_of(peer);
-    if (!line) return f;
-    const std::uint64_t st = std::atomic_ref<std::uint64_t>(line->status).load(std::memory_order_acquire);
-    if (st == 0) return f;
-    f.seq = st >> 8;
-    f.code = static_cast<errc>((st & 0xFFu) - 1);
-    f.plan = static_cast<std::int64_t>(
-        std::atomic_ref<std::uint64_t>(line->failed_plan).load(std::memory_order_relaxed));
-    f.origin = static_cast<int>(std::atomic_ref<std::uint64_t>(line->origin).load(std::memory_order_relaxed));
-    return f;
-  }
+  [[nodiscard]] peer_failure failure_of(int peer) const noexcept;
 
   /// What peer `peer` (communicator rank) shows about call `s`: its ring
   /// slot first (it names the plan, also of an abandoned call), then its
   /// status (a failure of call s whose slot a later call reused).
-  [[nodiscard]] peer_report look(int peer, std::uint64_t s) const noexcept {
-    peer_report rep;
-    registry_line* line = line_of(peer);
-    if (!line) return rep;
-    const std::uint64_t e =
-        std::atomic_ref<std::uint64_t>(line->ring[s % registry_ring]).load(std::memory_order_acquire);
-    if (stamp_seq(e) == seq_tag(s)) {
-      rep.plan_tag = stamp_plan(e);
-      rep.plan_known = true;
-      if ((e & stamp_abandoned) != 0) {
-        rep.kind = peer_report::failed;
-        rep.failure = static_cast<errc>((e >> stamp_code_shift) & 0xFu);
-        rep.origin = static_cast<int>(std::atomic_ref<std::uint64_t>(line->origin).load(std::memory_order_relaxed));
-      } else {
-        rep.kind = peer_report::same_call;
-      }
-      return rep;
-    }
-    const std::uint64_t st = std::atomic_ref<std::uint64_t>(line->status).load(std::memory_order_acquire);
-    if (st != 0 && (st >> 8) == s) {
-      rep.kind = peer_report::failed;
-      rep.failure = static_cast<errc>((st & 0xFFu) - 1);
-      rep.origin = static_cast<int>(std::atomic_ref<std::uint64_t>(line->origin).load(std::memory_order_relaxed));
-      return rep;
-    }
-    if (stamp_seq(e) < seq_tag(s)) rep.kind = peer_report::behind;  // the slot's last call is older: s not started
-    return rep;
-  }
+  [[nodiscard]] peer_report look(int peer, std::uint64_t s) const noexcept;
 
  private:
   registry_line& own() const noexcept { return *lines_[static_cast<std::size_t>(node_rank_)]; }
-  registry_line* line_of(int peer) const noexcept {
-    const int idx = node_index_of_[static_cast<std::size_t>(peer)];
-    return idx < 0 ? nullptr : lines_[static_cast<std::size_t>(idx)];
-  }
+  /// The line of `peer` (communicator rank), null if it is on another node.
+  registry_line* line_of(int peer) const noexcept;
 
-  static std::vector<int> pool_key(const placement_map& map) {
-    std::vector<int> key = map.node_of;
-    key.insert(key.end(), map.comm_of_prog.begin(), map.comm_of_prog.end());
-    return key;
-  }
+  /// The key of placement `map` in pools_: its nodes and its renumbering.
+  static std::vector<int> pool_key(const placement_map& map);
 
   int rank_ = 0, size_ = 1, node_rank_ = 0, node_size_ = 1;
   comm_owner control_;
@@ -396,36 +224,18 @@ class registry {
   std::vector<int> node_index_of_;
 };
 
-inline int registry_delete_attr(MPI_Comm, int, void* value, void*) {
-  delete static_cast<std::weak_ptr<registry>*>(value);
-  return MPI_SUCCESS;
-}
+/// The attribute's delete callback: frees the weak_ptr it holds.
+int registry_delete_attr(MPI_Comm, int, void* value, void*);
 
-inline int registry_keyval() {
-  static const int keyval = [] {
-    int kv = MPI_KEYVAL_INVALID;
-    // Not copied to duplicates: a duplicated communicator gets its own
-    // registry, as its calls are ordered independently of the original's.
-    COLLC_MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, registry_delete_attr, &kv, nullptr));
-    return kv;
-  }();
-  return keyval;
-}
+/// The keyval of the registry attribute, created on first use (one per process).
+int registry_keyval();
 
 /// The registry of `comm`, created (collectively, errc::timeout after
 /// `timeout_s` if a rank does not arrive) when no plan on `comm` holds one.
-inline std::shared_ptr<registry> registry_for(MPI_Comm comm, double timeout_s = 60) {
-  const int kv = registry_keyval();
-  void* value = nullptr;
-  int found = 0;
-  COLLC_MPI_CHECK(MPI_Comm_get_attr(comm, kv, &value, &found));
-  if (found)
-    if (auto reg = static_cast<std::weak_ptr<registry>*>(value)->lock()) return reg;
-  auto reg = std::make_shared<registry>(comm, timeout_s);
-  auto holder = std::make_unique<std::weak_ptr<registry>>(reg);
-  COLLC_MPI_CHECK(MPI_Comm_set_attr(comm, kv, holder.get()));  // the delete callback frees the old holder
-  holder.release();
-  return reg;
-}
+std::shared_ptr<registry> registry_for(MPI_Comm comm, double timeout_s = 60);
 
-}  // namespace collc::detail
+}  // namespace collc::mpi
+
+#if COLLC_HEADER_ONLY
+#include <collc/backend/mpi/registry.ipp>
+#endif

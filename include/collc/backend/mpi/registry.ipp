@@ -1,0 +1,263 @@
+#pragma once
+/// \file
+/// Definitions of registry.hpp: included by it in header-only mode, compiled
+/// once by src/collc.cpp with COLLC_SEPARATE_COMPILATION (collc/config.hpp).
+#include <collc/backend/mpi/registry.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <thread>
+
+namespace collc::mpi {
+
+COLLC_INLINE registry::registry(MPI_Comm user_comm, double timeout_s) {
+  {
+    // MPI writes the new handle when the duplicate completes: heap memory
+    // that outlives this constructor if it times out (then it is leaked).
+    auto handle = std::make_unique<MPI_Comm>(MPI_COMM_NULL);
+    MPI_Request req = MPI_REQUEST_NULL;
+    COLLC_MPI_CHECK(MPI_Comm_idup(user_comm, handle.get(), &req));
+    if (!wait_request(req, timeout_s)) {
+      (void)handle.release();
+      std::string m = "timeout after ";
+      m += std::to_string(timeout_s);
+      m += " s in the setup of the first plan on this communicator: a rank did not arrive (which ranks is not "
+           "known before the first plan exists)";
+      throw error(errc::timeout, m);
+    }
+    *control_.out() = *handle;
+  }
+  const MPI_Comm comm = control_.get();
+  COLLC_MPI_CHECK(MPI_Comm_rank(comm, &rank_));
+  COLLC_MPI_CHECK(MPI_Comm_size(comm, &size_));
+  COLLC_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, node_comm_.out()));
+  COLLC_MPI_CHECK(MPI_Comm_rank(node_comm_.get(), &node_rank_));
+  COLLC_MPI_CHECK(MPI_Comm_size(node_comm_.get(), &node_size_));
+  // The node leader is the smallest communicator rank of the node (key =
+  // rank): node rank 0, translated locally (no message).
+  int leader = rank_;
+  {
+    MPI_Group node_group = MPI_GROUP_NULL, comm_group = MPI_GROUP_NULL;
+    COLLC_MPI_CHECK(MPI_Comm_group(node_comm_.get(), &node_group));
+    COLLC_MPI_CHECK(MPI_Comm_group(comm, &comm_group));
+    const int first = 0;
+    const int rc = MPI_Group_translate_ranks(node_group, 1, &first, comm_group, &leader);
+    MPI_Group_free(&node_group);
+    MPI_Group_free(&comm_group);
+    mpi_check(rc, "MPI_Group_translate_ranks");
+  }
+  int mine[2] = {leader, node_rank_};
+  std::vector<int> all(2 * static_cast<std::size_t>(size_));
+  COLLC_MPI_CHECK(MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, comm));
+  leader_of_.resize(static_cast<std::size_t>(size_));
+  node_index_of_.resize(static_cast<std::size_t>(size_));
+  for (int r = 0; r < size_; ++r) {
+    leader_of_[static_cast<std::size_t>(r)] = all[2 * static_cast<std::size_t>(r)];
+    node_index_of_[static_cast<std::size_t>(r)] =
+        all[2 * static_cast<std::size_t>(r)] == leader ? all[2 * static_cast<std::size_t>(r) + 1] : -1;
+  }
+  // The physical node's pool takes the node communicator, and the lines
+  // are the first range of its first arena (zeroed, the node synchronized):
+  // the communicator's first plan with the default placement then creates
+  // no other communicator or window.
+  const placement_map physical = make_placement(node_keys(leader_of_, 0, collc::placement::block), false);
+  auto pool = std::make_unique<segment_pool>(std::move(node_comm_));
+  const segment_lease lines = pool->take(-1, 0, 2 * sizeof(registry_line), 0, false);
+  lines_.resize(static_cast<std::size_t>(node_size_));
+  for (int i = 0; i < node_size_; ++i)
+    lines_[static_cast<std::size_t>(i)] = reinterpret_cast<registry_line*>(lines.slot[static_cast<std::size_t>(i)]);
+  alarm_ = reinterpret_cast<std::uint64_t*>(lines_[0] + 1);
+  pools_.emplace(pool_key(physical), std::move(pool));
+}
+
+COLLC_INLINE registry::~registry() {
+  while (!pools_.empty()) pools_.erase(pools_.begin());  // in key order on every rank
+  // Agreements abandoned after a timeout complete once the late rank came;
+  // one that never completes keeps its buffer (MPI may still write it).
+  if (!mpi_finalized())
+    for (auto& p : pending_) {
+      int done = 0;
+      if (p.request != MPI_REQUEST_NULL) MPI_Test(&p.request, &done, MPI_STATUS_IGNORE);
+      if (!done) (void)p.values.release();
+    }
+  control_.reset();
+}
+
+COLLC_INLINE bool registry::wait_request(MPI_Request& req, double timeout_s) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (unsigned i = 0;; ++i) {
+    int done = 0;
+    COLLC_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+    if (done) return true;
+    if (i > 64) std::this_thread::yield();
+    if ((i & 63) == 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s)
+      return false;
+  }
+}
+
+COLLC_INLINE void registry::keep_pending(MPI_Request req, std::unique_ptr<std::int64_t[]> values) {
+  pending_.push_back({req, std::move(values)});
+}
+
+COLLC_INLINE segment_pool& registry::pool_for(const placement_map& map, int node, int prog) {
+  std::vector<int> key = pool_key(map);
+  auto it = pools_.find(key);
+  if (it == pools_.end()) {
+    comm_owner node_comm;
+    COLLC_MPI_CHECK(MPI_Comm_split(control_.get(), node, prog, node_comm.out()));
+    it = pools_.emplace(std::move(key), std::make_unique<segment_pool>(std::move(node_comm))).first;
+  }
+  return *it->second;
+}
+
+COLLC_INLINE segment_pool* registry::find_pool(const placement_map& map) const {
+  auto it = pools_.find(pool_key(map));
+  return it == pools_.end() ? nullptr : it->second.get();
+}
+
+COLLC_INLINE int registry::arenas() const noexcept {
+  int n = 0;
+  for (const auto& [key, pool] : pools_) n += pool->arenas();
+  return n;
+}
+
+COLLC_INLINE std::string registry::plan_name_by_tag(std::uint64_t tag) const {
+  for (auto it = plan_names.rbegin(); it != plan_names.rend(); ++it)
+    if (plan_tag(it->first) == tag) return it->second;
+  std::string m = "a plan with id ";
+  m += std::to_string(tag);
+  m += " mod 2^19 (freed)";
+  return m;
+}
+
+COLLC_INLINE std::string registry::plan_name(std::int64_t id) const {
+  auto it = plan_names.find(id);
+  if (it != plan_names.end()) return it->second;
+  std::string m = "plan ";
+  m += std::to_string(id);
+  m += " (freed)";
+  return m;
+}
+
+COLLC_INLINE void registry::stamp(std::uint64_t s, std::int64_t plan_id) noexcept {
+  std::atomic_ref<std::uint64_t>(own().ring[s % registry_ring])
+      .store(pack_stamp(s, plan_id), std::memory_order_release);
+}
+
+COLLC_INLINE std::pair<std::uint64_t, bool> registry::own_stamp(std::uint64_t s) const noexcept {
+  const std::uint64_t e = std::atomic_ref<std::uint64_t>(own().ring[s % registry_ring]).load(std::memory_order_relaxed);
+  return {stamp_plan(e), stamp_seq(e) == seq_tag(s)};
+}
+
+COLLC_INLINE void registry::mark_failed(std::uint64_t s, errc code, std::int64_t plan_id, int origin) noexcept {
+  std::atomic_ref<std::uint64_t>(own().failed_plan)
+      .store(static_cast<std::uint64_t>(plan_id), std::memory_order_relaxed);
+  std::atomic_ref<std::uint64_t>(own().origin).store(static_cast<std::uint64_t>(origin), std::memory_order_relaxed);
+  std::atomic_ref<std::uint64_t>(own().ring[s % registry_ring])
+      .store(pack_stamp(s, plan_id) | stamp_abandoned | static_cast<std::uint64_t>(code) << stamp_code_shift,
+             std::memory_order_release);
+  std::atomic_ref<std::uint64_t>(own().status)
+      .store((s << 8) | (static_cast<std::uint64_t>(code) + 1), std::memory_order_release);
+  std::atomic_ref<std::uint64_t> alarm(*alarm_);
+  std::uint64_t now = alarm.load(std::memory_order_relaxed);
+  while (now < s + 1 && !alarm.compare_exchange_weak(now, s + 1, std::memory_order_acq_rel)) {
+  }
+}
+
+COLLC_INLINE void registry::mark_setup(std::uint64_t k, bool gave_up) noexcept {
+  std::atomic_ref<std::uint64_t>(own().setup).store(k << 1 | (gave_up ? 1 : 0), std::memory_order_release);
+}
+
+COLLC_INLINE std::optional<std::pair<std::uint64_t, bool>> registry::setup_of(int peer) const noexcept {
+  registry_line* line = line_of(peer);
+  if (!line) return std::nullopt;
+  const std::uint64_t v = std::atomic_ref<std::uint64_t>(line->setup).load(std::memory_order_acquire);
+  return std::pair{v >> 1, (v & 1) != 0};
+}
+
+COLLC_INLINE peer_failure registry::failure_of(int peer) const noexcept {
+  peer_failure f;
+  registry_line* line = line_of(peer);
+  if (!line) return f;
+  const std::uint64_t st = std::atomic_ref<std::uint64_t>(line->status).load(std::memory_order_acquire);
+  if (st == 0) return f;
+  f.seq = st >> 8;
+  f.code = static_cast<errc>((st & 0xFFu) - 1);
+  f.plan = static_cast<std::int64_t>(std::atomic_ref<std::uint64_t>(line->failed_plan).load(std::memory_order_relaxed));
+  f.origin = static_cast<int>(std::atomic_ref<std::uint64_t>(line->origin).load(std::memory_order_relaxed));
+  return f;
+}
+
+COLLC_INLINE peer_report registry::look(int peer, std::uint64_t s) const noexcept {
+  peer_report rep;
+  registry_line* line = line_of(peer);
+  if (!line) return rep;
+  const std::uint64_t e = std::atomic_ref<std::uint64_t>(line->ring[s % registry_ring]).load(std::memory_order_acquire);
+  if (stamp_seq(e) == seq_tag(s)) {
+    rep.plan_tag = stamp_plan(e);
+    rep.plan_known = true;
+    if ((e & stamp_abandoned) != 0) {
+      rep.kind = peer_report::failed;
+      rep.failure = static_cast<errc>((e >> stamp_code_shift) & 0xFu);
+      rep.origin = static_cast<int>(std::atomic_ref<std::uint64_t>(line->origin).load(std::memory_order_relaxed));
+    } else {
+      rep.kind = peer_report::same_call;
+    }
+    return rep;
+  }
+  const std::uint64_t st = std::atomic_ref<std::uint64_t>(line->status).load(std::memory_order_acquire);
+  if (st != 0 && (st >> 8) == s) {
+    rep.kind = peer_report::failed;
+    rep.failure = static_cast<errc>((st & 0xFFu) - 1);
+    rep.origin = static_cast<int>(std::atomic_ref<std::uint64_t>(line->origin).load(std::memory_order_relaxed));
+    return rep;
+  }
+  if (stamp_seq(e) < seq_tag(s)) rep.kind = peer_report::behind;  // the slot's last call is older: s not started
+  return rep;
+}
+
+COLLC_INLINE registry_line* registry::line_of(int peer) const noexcept {
+  const int idx = node_index_of_[static_cast<std::size_t>(peer)];
+  return idx < 0 ? nullptr : lines_[static_cast<std::size_t>(idx)];
+}
+
+COLLC_INLINE std::vector<int> registry::pool_key(const placement_map& map) {
+  std::vector<int> key = map.node_of;
+  key.insert(key.end(), map.comm_of_prog.begin(), map.comm_of_prog.end());
+  return key;
+}
+
+COLLC_INLINE int registry_delete_attr(MPI_Comm, int, void* value, void*) {
+  delete static_cast<std::weak_ptr<registry>*>(value);
+  return MPI_SUCCESS;
+}
+
+// One keyval per process in both modes: the static of an inline function is
+// one object across translation units, and in compiled mode this function is
+// defined once, in libcollc_compiled.
+COLLC_INLINE int registry_keyval() {
+  static const int keyval = [] {
+    int kv = MPI_KEYVAL_INVALID;
+    // Not copied to duplicates: a duplicated communicator gets its own
+    // registry, as its calls are ordered independently of the original's.
+    COLLC_MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, registry_delete_attr, &kv, nullptr));
+    return kv;
+  }();
+  return keyval;
+}
+
+COLLC_INLINE std::shared_ptr<registry> registry_for(MPI_Comm comm, double timeout_s) {
+  const int kv = registry_keyval();
+  void* value = nullptr;
+  int found = 0;
+  COLLC_MPI_CHECK(MPI_Comm_get_attr(comm, kv, &value, &found));
+  if (found)
+    if (auto reg = static_cast<std::weak_ptr<registry>*>(value)->lock()) return reg;
+  auto reg = std::make_shared<registry>(comm, timeout_s);
+  auto holder = std::make_unique<std::weak_ptr<registry>>(reg);
+  COLLC_MPI_CHECK(MPI_Comm_set_attr(comm, kv, holder.get()));  // the delete callback frees the old holder
+  holder.release();
+  return reg;
+}
+
+}  // namespace collc::mpi
