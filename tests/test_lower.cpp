@@ -3,6 +3,7 @@
 // collective, small P exhaustively and larger P by seeded sampling; bad
 // schedules give errors that name the bad value; lowering runs at compile time.
 #include <catch2/catch.hpp>
+#include <collc/algo/cost.hpp>
 #include <collc/algo/presets.hpp>
 #include <collc/ir/verify.hpp>
 
@@ -180,7 +181,7 @@ TEST_CASE("bad schedules are refused with the bad value named", "[algo][lower][e
     return algo::lower(s, {.coll = c, .ranks = P, .count = 16, .root = root, .node_of = std::move(node_of)});
   };
   CHECK_THROWS_WITH(lower(algo::schedule::recursive(factor_set{2, 2, 2}), collective::allreduce, 7),
-                    Contains("product of the radices (8) must equal the number of ranks (7)"));
+                    Contains("(8) must equal the number of ranks (7)"));
   CHECK_THROWS_WITH(lower(algo::schedule::recursive(factor_set{-2, -4, 2, 4}), collective::allreduce, 8),
                     Contains("does not mirror"));
   CHECK_THROWS_WITH(lower(algo::schedule::recursive(factor_set{2, 4}), collective::reduce_scatter, 8),
@@ -188,7 +189,7 @@ TEST_CASE("bad schedules are refused with the bad value named", "[algo][lower][e
   CHECK_THROWS_WITH(lower(algo::schedule::cyclic(factor_set{2, 2, 4}), collective::allreduce, 7),
                     Contains("last radix 4 is not minimal: 2 suffices"));
   CHECK_THROWS_WITH(lower(algo::schedule::cyclic(factor_set{2, 2, 2}), collective::allreduce, 4),
-                    Contains("must be < 4"));
+                    Contains("must be less than the number of ranks (4)"));
   CHECK_THROWS_WITH(lower(algo::schedule::cyclic(factor_set{2, 2}), collective::reduce, 4),
                     Contains("rooted collectives"));
   CHECK_THROWS_WITH(lower(algo::schedule::tree(1), collective::allreduce, 4), Contains("tree arity 1"));
@@ -208,4 +209,55 @@ TEST_CASE("bad schedules are refused with the bad value named", "[algo][lower][e
   const auto cyclic = lower(algo::schedule::cyclic(factor_set{2, 2, 2}), collective::allreduce, 7);
   CHECK(cyclic.commutative_only);
   CHECK_FALSE(ir::verify(cyclic, {.commutative = false}));
+}
+
+TEST_CASE("lowering a bad factor set reports factors.hpp's message, word for word", "[algo][lower][errors][factors]") {
+  // One rule book: lowering (and the closed-form cost model) check a factor
+  // set with collc::validate, so every entry point names the same rule.
+  using K = schedule_kind;
+  struct bad_set {
+    factor_set f;
+    collective c;
+    int P;
+    K kind;
+  };
+  const bad_set cases[] = {
+      {{2, 1, 2}, collective::allreduce, 4, K::recursive},         // unit radix
+      {{-2, -1, 1, 2}, collective::allreduce, 4, K::recursive},    // unit radix (negative)
+      {{0, 4}, collective::allgather, 4, K::recursive},            // zero
+      {{2, 2, 2}, collective::allreduce, 7, K::recursive},         // wrong product
+      {{-2, -2}, collective::reduce_scatter, 8, K::recursive},     // wrong product (reduce-scatter phase)
+      {{2, -2}, collective::allreduce, 4, K::recursive},           // sign order
+      {{-2, -4, 2, 4}, collective::allreduce, 8, K::recursive},    // mirror
+      {{-2, -4}, collective::allreduce, 8, K::recursive},          // allreduce without its allgather tail
+      {{2, 4}, collective::reduce_scatter, 8, K::recursive},       // wrong sign
+      {{-2, -4}, collective::bcast, 8, K::recursive},              // wrong sign
+      {{}, collective::allreduce, 4, K::recursive},                // empty
+      {{2, 2, 4}, collective::allreduce, 7, K::cyclic},            // cyclic phase: last radix not minimal
+      {{2, 2, 2}, collective::allreduce, 4, K::cyclic},            // cyclic phase: prefix reaches P
+      {{2, 2}, collective::allgather, 7, K::cyclic},               // cyclic phase: last radix too small
+      {{-2, -2, 2, 2}, collective::allreduce, 7, K::cyclic},       // cyclic phase, mirrored set
+      {{3, 3}, collective::reduce_scatter, 7, K::cyclic},          // wrong sign, cyclic
+  };
+  const ir::machine_model m;
+  for (const auto& b : cases) {
+    const auto v = validate(b.f, b.P, b.c, b.kind);
+    INFO(b.f.to_string() << " " << to_string(b.c) << " P=" << b.P << " " << to_string(b.kind));
+    REQUIRE_FALSE(v.ok);
+    const auto s = b.kind == K::recursive ? algo::schedule::recursive(b.f) : algo::schedule::cyclic(b.f);
+    try {
+      (void)algo::lower(s, {.coll = b.c, .ranks = b.P, .count = 16});
+      FAIL("lowering accepted a bad factor set");
+    } catch (const error& e) {
+      CHECK(std::string(e.what()) == std::string(v.message()));
+      CHECK(e.code() == v.code);
+    }
+    try {
+      (void)algo::predict(s, b.c, b.P, 64, m);
+      FAIL("the cost model accepted a bad factor set");
+    } catch (const error& e) {
+      CHECK(std::string(e.what()) == std::string(v.message()));
+      CHECK(e.code() == v.code);
+    }
+  }
 }

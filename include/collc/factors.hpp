@@ -43,6 +43,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 namespace collc {
@@ -100,13 +101,13 @@ inline constexpr int int_min = std::numeric_limits<int>::min();
 /// |r|, or 0 for INT_MIN (whose magnitude does not fit; the checker reports it).
 constexpr int magnitude(int r) noexcept { return r >= 0 ? r : (r == int_min ? 0 : -r); }
 
-/// Appends the decimal digits of `v` to `out` (std::to_chars is not constexpr in C++20).
+/// Appends the decimal digits of `u` (after a '-' if `negative`) to `out`
+/// (std::to_chars is not constexpr in C++20).
 template <class Text>
-constexpr void append_integer(Text& out, long long v) {
+constexpr void append_digits(Text& out, unsigned long long u, bool negative) {
   char buf[24];
   std::size_t n = 0;
-  const bool neg = v < 0;
-  unsigned long long u = neg ? 0ULL - static_cast<unsigned long long>(v) : static_cast<unsigned long long>(v);
+  const bool neg = negative;
   do {
     buf[n++] = static_cast<char>('0' + u % 10);
     u /= 10;
@@ -118,6 +119,44 @@ constexpr void append_integer(Text& out, long long v) {
     buf[n - 1 - i] = c;
   }
   out.append(std::string_view(buf, n));
+}
+
+/// Appends the decimal digits of `v` to `out`.
+template <class Text>
+constexpr void append_integer(Text& out, long long v) {
+  const bool neg = v < 0;
+  append_digits(out, neg ? 0ULL - static_cast<unsigned long long>(v) : static_cast<unsigned long long>(v), neg);
+}
+
+/// detail::cat (error.hpp) usable in constant evaluation, for constexpr
+/// lowering: the same parts (text and integers), the integers written by
+/// append_integer because std::to_string is not constexpr in C++20. Appends
+/// into one std::string rather than an operator+ chain (g++ 12 reports false
+/// -Wrestrict warnings for those once inlined at -O2/-O3).
+///   detail::constexpr_cat("radix ", r, " at position ", i)
+template <class... Parts>
+[[nodiscard]] constexpr std::string constexpr_cat(const Parts&... parts) {
+  std::string out;
+  const auto hint = []<class Part>(const Part& p) -> std::size_t {
+    if constexpr (std::is_integral_v<Part>)
+      return 20;
+    else
+      return std::string_view(p).size();
+  };
+  out.reserve((std::size_t{0} + ... + hint(parts)));
+  const auto add = [&out]<class Part>(const Part& p) {
+    if constexpr (std::is_same_v<Part, bool> || std::is_same_v<Part, char>) {
+      static_assert(!std::is_same_v<Part, Part>, "collc::detail::constexpr_cat: write a bool or char as text");
+    } else if constexpr (std::is_integral_v<Part> && std::is_signed_v<Part>) {
+      append_integer(out, static_cast<long long>(p));
+    } else if constexpr (std::is_integral_v<Part>) {
+      append_digits(out, static_cast<unsigned long long>(p), false);
+    } else {
+      out.append(std::string_view(p));
+    }
+  };
+  (add(parts), ...);
+  return out;
 }
 
 /// Appends "{a,b,c}" to `out` (a detail::string_text or detail::fixed_text).
@@ -162,10 +201,10 @@ class fixed_text {
 /// std::string with the append() spelling fixed_text uses.
 struct string_text {
   std::string s;
-  void append(std::string_view v) { s.append(v); }
+  constexpr void append(std::string_view v) { s.append(v); }
 };
 
-[[nodiscard]] inline std::string format_radices(std::span<const int> r) {
+[[nodiscard]] constexpr std::string format_radices(std::span<const int> r) {
   string_text t;
   append_radices(t, r, r.size());
   return std::move(t.s);
@@ -241,9 +280,9 @@ constexpr std::size_t phase_length(std::span<const int> r, collective c) noexcep
   return allreduce_shaped(c) ? count_signs(r).positives : r.size();
 }
 
-/// The one checker behind validate(), valid_for and static_validate().
-constexpr violation find_violation(std::span<const int> r, int ranks, collective c, schedule_kind kind) noexcept {
-  if (ranks < 1) return {factor_rule::ranks, -1, 0, 0, ranks, 0, false};
+/// The rules that need no rank count: the intrinsic ones and the collective's
+/// shape (signs, the allreduce tail). find_violation checks these first.
+constexpr violation find_shape_violation(std::span<const int> r, collective c) noexcept {
   if (r.empty()) return {factor_rule::empty, -1, 0, 0, 0, 0, false};
   if (const auto v = check_intrinsic(r); v.rule != factor_rule::none) return v;
   const auto [k, m] = count_signs(r);
@@ -252,6 +291,13 @@ constexpr violation find_violation(std::span<const int> r, int ranks, collective
   if ((c == collective::allgather || c == collective::bcast) && k > 0)
     return {factor_rule::wrong_sign, 0, r[0], 0, 0, 0, false};
   if (allreduce_shaped(c) && m == 0) return {factor_rule::mirror, -1, 0, 0, 0, 0, false};
+  return {};
+}
+
+/// The one checker behind validate(), valid_for and static_validate().
+constexpr violation find_violation(std::span<const int> r, int ranks, collective c, schedule_kind kind) noexcept {
+  if (ranks < 1) return {factor_rule::ranks, -1, 0, 0, ranks, 0, false};
+  if (const auto v = find_shape_violation(r, c); v.rule != factor_rule::none) return v;
 
   const std::size_t n = phase_length(r, c);
   // No overflow below: the phase product equals the product of the negatives
@@ -500,12 +546,33 @@ constexpr validation validate(const F& f, int ranks, collective c, schedule_kind
 }
 
 /// validate(), throwing collc::error (code: invalid_factor_set, overflow, or
-/// invalid_argument for ranks < 1) with the same message.
+/// invalid_argument for ranks < 1) with the same message. constexpr, so
+/// lowering (which is) checks its factor sets with it too.
 template <factor_set_like F>
-void validate_or_throw(const F& f, int ranks, collective c, schedule_kind kind) {
+constexpr void validate_or_throw(const F& f, int ranks, collective c, schedule_kind kind) {
   const auto v = validate(f, ranks, c, kind);
   if (!v.ok) throw error(v.code, std::string(v.message()));
 }
+
+namespace detail {
+
+/// validate() without the rules that need the rank count (the product and
+/// cyclic-shift rules): for schedules that place their ranks by a rule of
+/// their own (recursive exchange with the remainder folded in).
+template <factor_set_like F>
+constexpr validation validate_shape(const F& f, collective c) noexcept {
+  const std::span<const int> r = f.radices();
+  return describe(find_shape_violation(r, c), r, 1, c);
+}
+
+/// validate_shape(), throwing collc::error like validate_or_throw.
+template <factor_set_like F>
+constexpr void validate_shape_or_throw(const F& f, collective c) {
+  const auto v = validate_shape(f, c);
+  if (!v.ok) throw error(v.code, std::string(v.message()));
+}
+
+}  // namespace detail
 
 /// A static factor set: an empty type whose intrinsic errors (0, 1, -1, sign
 /// order, mirror, overflow) are compile errors. Rules that need the rank
@@ -658,7 +725,7 @@ class factor_set {
   }
 
   /// "{-4,-2,2,4}", identical to collc::factors<-4,-2,2,4>::to_string().
-  [[nodiscard]] std::string to_string() const { return detail::format_radices(radices()); }
+  [[nodiscard]] constexpr std::string to_string() const { return detail::format_radices(radices()); }
 
   /// FNV-1a over the radices, for hash maps (std::hash<collc::factor_set> uses it).
   [[nodiscard]] constexpr std::size_t hash() const noexcept {

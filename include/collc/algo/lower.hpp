@@ -12,9 +12,9 @@
 /// whose group spans nodes simply becomes messages): hierarchical schedules
 /// are factor sets whose middle (reduce-exchange) steps cross nodes.
 #include <collc/algo/builder.hpp>
-#include <collc/algo/schedule.hpp>
 #include <collc/algo/cyclic_shift.hpp>
 #include <collc/algo/recursive_exchange.hpp>
+#include <collc/algo/schedule.hpp>
 #include <collc/algo/tree.hpp>
 #include <collc/error.hpp>
 #include <collc/factors.hpp>
@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -41,17 +42,18 @@ struct lower_request {
 
 namespace detail {
 
+using collc::detail::constexpr_cat;
+
 constexpr void check_request(const lower_request& q) {
-  if (q.ranks < 1) throw error(errc::invalid_argument, "number of ranks must be >= 1, got " + std::to_string(q.ranks));
+  if (q.ranks < 1) throw error(errc::invalid_argument, constexpr_cat("number of ranks must be >= 1, got ", q.ranks));
   if ((q.coll == collective::reduce || q.coll == collective::bcast) && (q.root < 0 || q.root >= q.ranks))
-    throw error(errc::invalid_argument,
-                "root " + std::to_string(q.root) + " is not a rank of " + std::to_string(q.ranks));
+    throw error(errc::invalid_argument, constexpr_cat("root ", q.root, " is not a rank of ", q.ranks));
   if (!q.node_of.empty() && q.node_of.size() != static_cast<std::size_t>(q.ranks))
-    throw error(errc::invalid_argument, "node_of has " + std::to_string(q.node_of.size()) + " entries for " +
-                                            std::to_string(q.ranks) + " ranks");
+    throw error(errc::invalid_argument,
+                constexpr_cat("node_of has ", q.node_of.size(), " entries for ", q.ranks, " ranks"));
   if (q.block_stride != 0 && q.block_stride < q.count)
-    throw error(errc::invalid_argument, "block_stride " + std::to_string(q.block_stride) +
-                                            " is smaller than the block count " + std::to_string(q.count));
+    throw error(errc::invalid_argument,
+                constexpr_cat("block_stride ", q.block_stride, " is smaller than the block count ", q.count));
 }
 
 constexpr builder make_builder(const lower_request& q) {
@@ -65,37 +67,28 @@ constexpr ir::program lower_single(const lower_request& q) {
   return std::move(b).finish(false, "single");
 }
 
-constexpr std::string join(const std::vector<int>& f) {
-  std::string s = "{";
-  for (std::size_t i = 0; i < f.size(); ++i) s += (i ? "," : "") + std::to_string(f[i]);
-  return s + "}";
-}
-
-/// Splits an allreduce-style factor set into its reduce-scatter radices,
-/// reduce-exchange radices, and checks the mirrored allgather tail.
+/// A factor set as its two runs of steps: the magnitudes of the negative
+/// (reduce-scatter) radices and the positive radices, in order. Only for sets
+/// the rules of factors.hpp have accepted (signs ordered, no 0 or +-1).
 struct phases {
-  std::vector<int> rs, re, ag;
+  std::vector<int> rs, ag;
 };
-constexpr phases split(const std::vector<int>& f) {
+constexpr phases split(const factor_set& f) {
   phases ph;
-  std::size_t i = 0;
-  for (; i < f.size() && f[i] < 0; ++i) ph.rs.push_back(-f[i]);
-  for (; i < f.size(); ++i) {
-    if (f[i] < 0)
-      throw error(errc::invalid_factor_set,
-                  "factor set " + join(f) + ": negative radix " + std::to_string(f[i]) + " after a positive one");
-    ph.ag.push_back(f[i]);
+  for (int x : f) {
+    if (x < 0)
+      ph.rs.push_back(-x);
+    else
+      ph.ag.push_back(x);
   }
   return ph;
 }
 
+/// Product of accepted radices: each sign's product fits in int (factors.hpp
+/// checks it), so this cannot overflow.
 constexpr std::int64_t product(const std::vector<int>& v) {
   std::int64_t p = 1;
-  for (int a : v) {
-    if (a < 2) throw error(errc::invalid_factor_set, "radix " + std::to_string(a) + " must be >= 2");
-    if (__builtin_mul_overflow(p, static_cast<std::int64_t>(a), &p))
-      throw error(errc::overflow, "product of radices " + join(v) + " overflows");
-  }
+  for (int a : v) p *= a;
   return p;
 }
 
@@ -173,8 +166,6 @@ constexpr ir::program lower_folded(const std::vector<int>& rs, const std::vector
   return std::move(b).finish(false, name);
 }
 
-constexpr std::vector<int> radices(const factor_set& f) { return {f.begin(), f.end()}; }
-
 /// The steps a recursive-exchange schedule runs for a collective, checked
 /// against P (the errors name the set and the rule): reduce-scatter radices
 /// `rs` and reduce-exchange radices `re`; allgather and bcast run the
@@ -186,43 +177,34 @@ struct exchange_steps {
 };
 
 constexpr exchange_steps recursive_steps(const schedule& s, collective c, int P) {
-  const std::vector<int> f = radices(s.factors);
-  auto bad = [&](const std::string& why) {
-    return error(errc::invalid_factor_set,
-                 "recursive exchange " + join(f) + " for " + std::to_string(P) + " ranks: " + why);
-  };
-  if (f.empty()) throw bad("the factor set is empty");
-  const phases ph = split(f);
+  // The factor-set rules are factors.hpp's, with its messages; a folded
+  // schedule spans fewer ranks than P, so only its shape is checked there and
+  // the folding limits here.
+  if (s.fold)
+    collc::detail::validate_shape_or_throw(s.factors, c);
+  else
+    collc::validate_or_throw(s.factors, P, c, schedule_kind::recursive);
+  const phases ph = split(s.factors);
   exchange_steps st{ph.rs, {}, 1};
   switch (c) {
     case collective::allreduce:
-    case collective::reduce: {
-      if (ph.ag.size() < st.rs.size()) throw bad("fewer positive radices than negative ones");
-      const std::size_t j = ph.ag.size() - st.rs.size();
-      st.re.assign(ph.ag.begin(), ph.ag.begin() + static_cast<std::ptrdiff_t>(j));
-      for (std::size_t t = 0; t < st.rs.size(); ++t)
-        if (ph.ag[j + t] != st.rs[st.rs.size() - 1 - t])
-          throw bad("allgather tail does not mirror the reduce-scatter head");
+    case collective::reduce:  // {-a.., b.., a reversed}: the first m-k positives are reduce-exchange steps
+      st.re.assign(ph.ag.begin(), ph.ag.begin() + static_cast<std::ptrdiff_t>(ph.ag.size() - ph.rs.size()));
       break;
-    }
-    case collective::reduce_scatter:
-      if (!ph.ag.empty()) throw bad("reduce_scatter takes negative radices only");
-      break;
+    case collective::reduce_scatter: break;
     case collective::allgather:
-    case collective::bcast:
-      if (!st.rs.empty()) throw bad(std::string(to_string(c)) + " takes positive radices only");
-      st.rs.assign(ph.ag.rbegin(), ph.ag.rend());
-      break;
+    case collective::bcast: st.rs.assign(ph.ag.rbegin(), ph.ag.rend()); break;
   }
   st.product = product(st.rs) * product(st.re);
   if (s.fold) {
+    const auto bad = [&](std::string_view why) {
+      return error(errc::invalid_factor_set,
+                   constexpr_cat("recursive exchange ", s.factors.to_string(), " for ", P, " ranks: ", why));
+    };
     if (c != collective::allreduce) throw bad("folding is implemented for allreduce only");
     if (st.product >= P || 2 * st.product < P)
-      throw bad("folding needs a radix product (" + std::to_string(st.product) +
-                ") below the number of ranks and at least half of it");
-  } else if (st.product != P) {
-    throw bad("product of the radices (" + std::to_string(st.product) + ") must equal the number of ranks (" +
-              std::to_string(P) + ")");
+      throw bad(constexpr_cat("folding needs a radix product (", st.product,
+                              ") below the number of ranks and at least half of it"));
   }
   return st;
 }
@@ -321,23 +303,23 @@ constexpr ir::program lower_recursive(const schedule& s, const lower_request& q)
   return std::move(b).finish(false, name);
 }
 
-/// The cyclic-shift rule for one phase: r1*..*r(n-1) < P <= r1*..*rn, with
-/// rn the smallest radix that reaches P.
-constexpr void check_cyclic_phase(const std::vector<int>& f, const std::vector<int>& phase, int P) {
-  auto bad = [&](const std::string& why) {
-    return error(errc::invalid_factor_set, "cyclic shift " + join(f) + " for " + std::to_string(P) + " ranks: " + why);
+/// The steps a cyclic-shift schedule with a factor set runs for a
+/// collective, checked against P: the factor-set rules of factors.hpp (the
+/// cyclic phase r1*..*r(n-1) < P <= r1*..*rn, rn minimal), then what the
+/// cyclic-shift lowering implements (no rooted collectives, no allreduce
+/// with reduce-exchange steps). Shared by lowering and the cost model.
+constexpr phases cyclic_steps(const schedule& s, collective c, int P) {
+  const auto unsupported = [&](std::string_view why) {
+    return error(errc::unsupported,
+                 constexpr_cat("cyclic shift ", s.factors.to_string(), " for ", to_string(c), ": ", why));
   };
-  if (phase.empty()) throw bad("the phase is empty");
-  std::vector<int> head(phase.begin(), phase.end() - 1);
-  const std::int64_t prefix = product(head);
-  const std::int64_t total = prefix * phase.back();
-  if (prefix >= P)
-    throw bad("product of all but the last radix (" + std::to_string(prefix) + ") must be < " + std::to_string(P));
-  if (total < P) throw bad("product of the radices (" + std::to_string(total) + ") must be >= " + std::to_string(P));
-  const std::int64_t minimal = (P + prefix - 1) / prefix;
-  if (phase.back() != minimal)
-    throw bad("last radix " + std::to_string(phase.back()) + " is not minimal: " + std::to_string(minimal) +
-              " suffices");
+  if (c == collective::reduce || c == collective::bcast)
+    throw unsupported("rooted collectives are lowered by the tree, copy-in and recursive exchange families");
+  collc::validate_or_throw(s.factors, P, c, schedule_kind::cyclic);
+  phases ph = split(s.factors);
+  if (c == collective::allreduce && !ph.rs.empty() && ph.ag.size() != ph.rs.size())
+    throw unsupported("an allreduce set is either all positive or a reduce-scatter mirrored by its allgather");
+  return ph;
 }
 
 constexpr ir::program lower_ring(const lower_request& q);
@@ -345,13 +327,9 @@ constexpr ir::program lower_ring(const lower_request& q);
 constexpr ir::program lower_cyclic(const schedule& s, const lower_request& q) {
   if (s.factors.empty()) return lower_ring(q);
   const int P = q.ranks;
-  const std::vector<int> f = radices(s.factors);
-  const phases ph = split(f);
+  const phases ph = cyclic_steps(s, q.coll, P);
   std::string name;  // for humans; not built during constant evaluation
   if (!std::is_constant_evaluated()) name = s.to_string();
-  auto unsupported = [&](const std::string& why) {
-    return error(errc::unsupported, "cyclic shift " + join(f) + " for " + std::string(to_string(q.coll)) + ": " + why);
-  };
   const std::size_t stride = q.block_stride == 0 ? q.count : q.block_stride;
   builder b = make_builder(q);
   positions blocks;
@@ -364,11 +342,7 @@ constexpr ir::program lower_cyclic(const schedule& s, const lower_request& q) {
   auto own = [](int y) { return static_cast<std::size_t>(y); };
   switch (q.coll) {
     case collective::allreduce: {
-      if (!ph.rs.empty()) {
-        std::vector<int> tail(ph.rs.rbegin(), ph.rs.rend());
-        if (ph.ag != tail)
-          throw unsupported("an allreduce set is either all positive or a reduce-scatter mirrored by its allgather");
-        check_cyclic_phase(f, ph.rs, P);
+      if (!ph.rs.empty()) {  // {-a.., a reversed}: reduce-scatter, then the mirroring allgather
         const partition part(q.count, static_cast<std::size_t>(P), q.granule);
         for (std::size_t j = 0; j < static_cast<std::size_t>(P); ++j)
           add_block(part.size(j), part.begin(j), part.begin(j));
@@ -378,7 +352,6 @@ constexpr ir::program lower_cyclic(const schedule& s, const lower_request& q) {
         low.reduce_scatter(ph.rs, false);
         low.mirrored_allgather(ph.rs, [](int) { return true; });
       } else {
-        check_cyclic_phase(f, ph.ag, P);
         for (int j = 0; j < P; ++j) add_block(q.count, 0, 0);  // block j: rank j's whole contribution
         blocks.finish();
         cyclic_shift_lowering low(b, blocks);
@@ -389,8 +362,6 @@ constexpr ir::program lower_cyclic(const schedule& s, const lower_request& q) {
       break;
     }
     case collective::reduce_scatter: {
-      if (!ph.ag.empty()) throw unsupported("reduce_scatter takes negative radices only");
-      check_cyclic_phase(f, ph.rs, P);
       for (int j = 0; j < P; ++j) add_block(q.count, static_cast<std::size_t>(j) * stride, 0);
       blocks.finish();
       cyclic_shift_lowering low(b, blocks);
@@ -399,8 +370,6 @@ constexpr ir::program lower_cyclic(const schedule& s, const lower_request& q) {
       break;
     }
     case collective::allgather: {
-      if (!ph.rs.empty()) throw unsupported("allgather takes positive radices only");
-      check_cyclic_phase(f, ph.ag, P);
       for (int j = 0; j < P; ++j) add_block(q.count, 0, static_cast<std::size_t>(j) * stride);
       blocks.finish();
       cyclic_shift_lowering low(b, blocks);
@@ -409,8 +378,7 @@ constexpr ir::program lower_cyclic(const schedule& s, const lower_request& q) {
       return std::move(b).finish(false, name);
     }
     case collective::reduce:
-    case collective::bcast:
-      throw unsupported("rooted collectives are lowered by the tree, copy-in and recursive exchange families");
+    case collective::bcast: break;  // refused by cyclic_steps
   }
   return std::move(b).finish(true, name);
 }
@@ -439,8 +407,9 @@ constexpr ir::program lower_ring(const lower_request& q) {
         blk.len.push_back(q.count), blk.send_at.push_back(0), blk.recv_at.push_back(u * stride);
         break;
       default:
-        throw error(errc::unsupported, "ring lowers allreduce, reduce_scatter and allgather; use the tree family for " +
-                                           std::string(to_string(q.coll)));
+        throw error(errc::unsupported,
+                    constexpr_cat("ring lowers allreduce, reduce_scatter and allgather; use the tree family for ",
+                                  to_string(q.coll)));
     }
   }
   blk.finish();
@@ -530,10 +499,9 @@ constexpr ir::program lower_ring(const lower_request& q) {
 constexpr ir::program lower_tree(const schedule& s, const lower_request& q) {
   const int P = q.ranks;
   if (s.arity == 1 || s.arity < 0)
-    throw error(errc::invalid_argument, "tree arity " + std::to_string(s.arity) + " must be 0 (binomial) or >= 2");
+    throw error(errc::invalid_argument, constexpr_cat("tree arity ", s.arity, " must be 0 (binomial) or >= 2"));
   if (s.roots < 1 || s.roots > P)
-    throw error(errc::invalid_argument,
-                "tree roots " + std::to_string(s.roots) + " must be in [1, " + std::to_string(P) + "]");
+    throw error(errc::invalid_argument, constexpr_cat("tree roots ", s.roots, " must be in [1, ", P, "]"));
   builder b = make_builder(q);
   const std::size_t stride = q.block_stride == 0 ? q.count : q.block_stride;
   positions pos;

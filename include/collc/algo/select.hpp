@@ -398,7 +398,8 @@ inline std::vector<candidate> candidates(collective c, int P, std::size_t bytes,
     throw error(errc::invalid_argument, "select: node_of has " + std::to_string(node_of.size()) + " entries for " +
                                             std::to_string(P) + " ranks");
   opt.model.validate();
-  const auto [L, N] = detail::node_shape(P, node_of);
+  const std::pair<int, int> shape = detail::node_shape(P, node_of);
+  const int L = shape.first, N = shape.second;  // lambdas capture these (clang 14: no structured bindings)
   std::vector<candidate> out;
   for (const auto& [s, aligned] : detail::generate(c, P, bytes, commutative, L, N, topo, opt)) {
     try {

@@ -125,7 +125,9 @@ class tree_lowering {
       const auto got = b_.fetch(pulls);
       std::vector<bool> computed(idx(b_.ranks()), false);
       for (std::size_t k = 0; k < nodes.size(); ++k) {
-        const auto [j, r] = nodes[k];
+        // Not a structured binding: the lambdas below capture j and r (clang 14 cannot).
+        const std::size_t j = nodes[k].first;
+        const int r = nodes[k].second;
         const auto& g = groups[j];
         const bool to_recv = root_to_recv && r == g.root;
         // Inputs per position, in rank order: left children, own, right children.
