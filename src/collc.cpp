@@ -9,6 +9,11 @@
 
 // One line per definition file, in layer order (docs/architecture.md).
 // Core and IR/algo layers (no MPI).
+#include <collc/ir/text.ipp>
+#include <collc/ir/passes.ipp>
+#include <collc/ir/sequence.ipp>
+#include <collc/ir/cost.ipp>
+#include <collc/ir/verify.ipp>
 
 // MPI backend.
 #if defined(COLLC_HAS_MPI)
@@ -19,4 +24,7 @@
 #include <collc/backend/mpi/registry.ipp>
 #include <collc/backend/mpi/binder.ipp>
 #include <collc/backend/mpi/calibrate.ipp>
+#include <collc/backend/mpi/layout.ipp>
+#include <collc/backend/mpi/engine.ipp>
+#include <collc/backend/mpi/build.ipp>
 #endif

@@ -8,9 +8,9 @@
 #include <vector>
 
 using namespace collc;
-using detail::bind;
-using detail::bind_context;
-using detail::opcode;
+using collc::mpi::bind;
+using collc::mpi::bind_context;
+using collc::mpi::opcode;
 
 namespace {
 
@@ -71,17 +71,17 @@ TEST_CASE("instructions bind to slots, flag lines and thresholds", "[backend][mp
   auto b = bind(p, ctx);
   REQUIRE(b.ops.size() == 6);
   CHECK(b.ops[0].code == opcode::copy);
-  CHECK(b.ops[0].dst_slot == detail::slot_shm0 + 1);  // own shm: node rank 1
-  CHECK(b.ops[0].a_slot == detail::slot_send);
+  CHECK(b.ops[0].dst_slot == collc::mpi::slot_shm0 + 1);  // own shm: node rank 1
+  CHECK(b.ops[0].a_slot == collc::mpi::slot_send);
   CHECK(b.ops[0].dst == 3);
   CHECK(b.ops[1].flag == ctx.flag_lines[1 * 2 + 1]);
   CHECK(b.ops[2].code == opcode::wait);
   CHECK(b.ops[2].flag == ctx.flag_lines[0 * 2 + 1]);  // rank 4 is node rank 0
   CHECK(b.ops[2].value == -1);
   CHECK(b.ops[2].index == 1);
-  CHECK(b.ops[3].a_slot == detail::slot_shm0);
-  CHECK(b.ops[3].b_slot == detail::slot_shm0 + 1);
-  CHECK(b.ops[3].dst_slot == detail::slot_recv);
+  CHECK(b.ops[3].a_slot == collc::mpi::slot_shm0);
+  CHECK(b.ops[3].b_slot == collc::mpi::slot_shm0 + 1);
+  CHECK(b.ops[3].dst_slot == collc::mpi::slot_recv);
   CHECK(b.ops[5].source == 5);
   // Signals per execution of each node rank and flag.
   CHECK(b.signals == std::vector<std::int64_t>{1, 2, 1, 2});
@@ -150,7 +150,7 @@ TEST_CASE("in-place safety: every send element is read before it is overwritten"
   std::vector<std::uint64_t> lines;
   auto ctx = context(0, 0, 2, 2, lines, {0, 1});
   auto safe = [&](std::vector<ir::instruction> code, collective c = collective::allreduce, std::size_t shift = 0) {
-    return detail::in_place_safe(bind(program(c, 2, 10, code, 0), ctx), shift);
+    return collc::mpi::in_place_safe(bind(program(c, 2, 10, code, 0), ctx), shift);
   };
   const auto send = [](std::size_t o) { return at(ir::buffer::send, 0, o); };
   const auto recv = [](std::size_t o) { return at(ir::buffer::recv, 0, o); };

@@ -35,7 +35,7 @@ fs::path shared_temp_path() {
     p = (fs::temp_directory_path() / ("collc_blocking_test_" + std::to_string(::getpid()) + "_" + std::to_string(rd())))
             .string();
   }
-  return collc::detail::bcast_string(MPI_COMM_WORLD, p);
+  return collc::mpi::bcast_string(MPI_COMM_WORLD, p);
 }
 
 void remove_on_rank0(const fs::path& p) {

@@ -76,8 +76,8 @@ ir::program message_allreduce(int P, std::size_t n) {
   return p;
 }
 
-std::unique_ptr<detail::engine> make_engine(std::size_t count, int ranks_per_node) {
-  detail::plan_shape s;
+std::unique_ptr<collc::mpi::engine> make_engine(std::size_t count, int ranks_per_node) {
+  collc::mpi::plan_shape s;
   s.count = count;
   s.elem_size = sizeof(std::int64_t);
   s.type_name = "int64";
@@ -86,11 +86,11 @@ std::unique_ptr<detail::engine> make_engine(std::size_t count, int ranks_per_nod
   plan_options o;
   o.ranks_per_node = ranks_per_node;
   o.timeout_s = 30;
-  return std::make_unique<detail::engine>(MPI_COMM_WORLD, s, detail::resolve(o));
+  return std::make_unique<collc::mpi::engine>(MPI_COMM_WORLD, s, collc::mpi::resolve(o));
 }
 
 /// Runs `calls` calls and checks each against the sum over ranks.
-bool run(detail::engine& e, std::size_t count, int calls, bool nonblocking = false) {
+bool run(collc::mpi::engine& e, std::size_t count, int calls, bool nonblocking = false) {
   const int P = collc_test::world_size(), me = collc_test::world_rank();
   bool ok = true;
   for (int it = 0; it < calls; ++it) {
@@ -140,7 +140,7 @@ ir::program gather_bcast_allgather(int P, std::size_t n) {
 TEST_CASE("a message spanning renumbered blocks", "[backend][mpi][engine]") {
   const int P = collc_test::world_size(), me = collc_test::world_rank();
   const std::size_t n = 6;
-  detail::plan_shape s;
+  collc::mpi::plan_shape s;
   s.coll = collective::allgather;
   s.count = n;
   s.elem_size = sizeof(std::int64_t);
@@ -148,7 +148,7 @@ TEST_CASE("a message spanning renumbered blocks", "[backend][mpi][engine]") {
   plan_options o;
   o.ranks_per_node = 2;
   o.pseudo_placement = placement::round_robin;  // allgather may renumber: ranks 0, 2, .. then 1, 3, ..
-  detail::engine e(MPI_COMM_WORLD, s, detail::resolve(o));
+  collc::mpi::engine e(MPI_COMM_WORLD, s, collc::mpi::resolve(o));
   CHECK(e.placement().identity() == (P < 3));
   e.build_from({gather_bcast_allgather(P, n)});
   for (int it = 0; it < 3; ++it) {
@@ -169,7 +169,7 @@ TEST_CASE("a hand-made shared-memory program runs many times", "[backend][mpi][e
   const int P = collc_test::world_size();
   auto e = make_engine(50, 0);
   e->build_from({shm_allreduce(P, 50, 0)});
-  CHECK_FALSE(e->sends_messages());
+  CHECK_FALSE(e->has_transfers());
   CHECK(e->executions_per_call() == 1);
   CHECK(all_ranks(run(*e, 50, 5)));
   CHECK(e->epoch() == 5);
@@ -190,7 +190,7 @@ TEST_CASE("a hand-made message program, one rank per node", "[backend][mpi][engi
   const int P = collc_test::world_size();
   auto e = make_engine(40, 1);
   e->build_from({message_allreduce(P, 16), message_allreduce(P, 8)});  // 2 chunks of 16 + tail of 8
-  CHECK(e->sends_messages() == (P > 1));
+  CHECK(e->has_transfers() == (P > 1));
   CHECK(all_ranks(run(*e, 40, 4)));
   CHECK(all_ranks(run(*e, 40, 3, true)));
 }

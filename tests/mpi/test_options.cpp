@@ -11,7 +11,7 @@
 #include <limits>
 #include <string>
 
-using collc::detail::resolve;
+using collc::mpi::resolve;
 
 namespace {
 struct env_guard {  // sets a variable for one scope
@@ -28,8 +28,8 @@ TEST_CASE("defaults", "[backend][mpi][options]") {
   const auto r = resolve({});
   CHECK(r.ranks_per_node == 0);
   CHECK(r.place == collc::placement::block);
-  CHECK(r.chunk_bytes == collc::detail::default_chunk_bytes);
-  CHECK(r.timeout_s == collc::detail::default_timeout_s);
+  CHECK(r.chunk_bytes == collc::mpi::default_chunk_bytes);
+  CHECK(r.timeout_s == collc::mpi::default_timeout_s);
   CHECK(r.timeout_action == collc::on_timeout::throw_error);
   CHECK_FALSE(r.checks);
 }

@@ -83,7 +83,7 @@ std::string run_once(collc::plan<T, Op>& p, MPI_Comm comm, bool in_place, int it
 /// checks `calls` calls, alternately out of place and in place when `both`.
 template <class T, class Op = collc::plus, class... A>
 void check(collective c, MPI_Comm comm, std::size_t n, int root, int calls, A&&... args) {
-  auto p = collc::detail::make_plan<T, Op>(c, comm, n, root, std::forward<A>(args)...);
+  auto p = collc::mpi::make_plan<T, Op>(c, comm, n, root, std::forward<A>(args)...);
   for (int it = 0; it < calls; ++it) {
     const std::string why = run_once<T, Op>(p, comm, it % 2 == 1, it);
     INFO("rank " << comm_rank(comm) << ": " << why);
@@ -243,7 +243,7 @@ TEST_CASE("large messages run in bounded chunks", "[backend][mpi][plan][chunks]"
   const std::size_t mib = std::size_t{1} << 20;
   collc::plan_options o;
   o.timeout_s = 120;
-  const std::size_t bound = collc::detail::resolve(o).chunk_bytes;
+  const std::size_t bound = collc::mpi::resolve(o).chunk_bytes;
   const std::size_t flags_slack = 64 * 64;  // flag lines come on top of the data bound
   std::size_t shm_small = 0, shm_large = 0, scratch_small = 0, scratch_large = 0;
   for (std::size_t bytes : {4 * mib, 8 * mib}) {
@@ -407,11 +407,11 @@ TEST_CASE("plans on duplicated and split communicators", "[backend][mpi][plan][c
 TEST_CASE("a freed plan releases its communicator state", "[backend][mpi][plan][comms]") {
   MPI_Comm c = MPI_COMM_NULL;
   MPI_Comm_dup(MPI_COMM_WORLD, &c);
-  std::weak_ptr<collc::detail::registry> reg;
+  std::weak_ptr<collc::mpi::registry> reg;
   for (int i = 0; i < 50; ++i) {
     auto p = collc::make_allreduce<std::int64_t>(c, static_cast<std::size_t>(i));
     auto q = collc::make_bcast<std::int64_t>(c, 3, 0);
-    reg = collc::detail::registry_for(c);
+    reg = collc::mpi::registry_for(c);
     CHECK(all_ranks(run_once(p, c, false, i).empty(), c));
     CHECK(all_ranks(run_once(q, c, false, i).empty(), c));
   }

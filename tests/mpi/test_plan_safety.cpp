@@ -281,7 +281,7 @@ TEST_CASE("plan ids past 2^24 and 2^31 work", "[backend][mpi][safety][ids]") {
   if (P < 2) return;
   for (const long long start : {1LL << 24, static_cast<long long>(std::numeric_limits<int>::max())}) {
     dup_comm comm;
-    auto reg = collc::detail::registry_for(comm);
+    auto reg = collc::mpi::registry_for(comm);
     using id_type = std::remove_reference_t<decltype(reg->next_plan_id)>;
     const auto first_id = static_cast<id_type>(start);
     reg->next_plan_id = first_id;

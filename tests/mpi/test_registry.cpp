@@ -4,8 +4,8 @@
 
 #include <collc/backend/mpi/registry.hpp>
 
-using collc::detail::peer_report;
-using collc::detail::registry_for;
+using collc::mpi::peer_report;
+using collc::mpi::registry_for;
 
 TEST_CASE("stamps pack a sequence number and a plan id", "[backend][mpi][registry]") {
   using namespace collc::detail;
@@ -28,7 +28,7 @@ TEST_CASE("one registry per communicator while plans hold it", "[backend][mpi][r
   CHECK(a == b);
   auto c = registry_for(dup);  // duplicates do not inherit it
   CHECK(c != a);
-  std::weak_ptr<collc::detail::registry> w = c;
+  std::weak_ptr<collc::mpi::registry> w = c;
   c.reset();
   CHECK(w.expired());
   auto d = registry_for(dup);  // made again, collectively
@@ -44,14 +44,14 @@ TEST_CASE("peers on the node see stamps and failures", "[backend][mpi][registry]
     auto reg = registry_for(comm);
     const int me = collc_test::world_rank(), P = collc_test::world_size();
     reg->stamp(5, me + 1);
-    reg->stamp(5 + collc::detail::registry_ring, 100 + me);  // same ring slot as 5
+    reg->stamp(5 + collc::mpi::registry_ring, 100 + me);  // same ring slot as 5
     reg->stamp(6, 50);
     if (me == 0) reg->mark_failed(6, collc::errc::timeout, 50, 0);
     MPI_Barrier(comm);
     for (int q = 0; q < P; ++q) {
       const peer_report r5 = reg->look(q, 5);
       CHECK(r5.kind == peer_report::unknown);  // overwritten by call 12
-      const peer_report r12 = reg->look(q, 5 + collc::detail::registry_ring);
+      const peer_report r12 = reg->look(q, 5 + collc::mpi::registry_ring);
       CHECK(r12.kind == peer_report::same_call);
       CHECK(r12.plan_tag == static_cast<std::uint64_t>(100 + q));
       const peer_report r6 = reg->look(q, 6);
@@ -65,7 +65,7 @@ TEST_CASE("peers on the node see stamps and failures", "[backend][mpi][registry]
         CHECK(r6.plan_tag == 50);
       }
       // A later call not yet stamped: the peer is behind it.
-      CHECK(reg->look(q, 5 + 2 * collc::detail::registry_ring).kind == peer_report::behind);
+      CHECK(reg->look(q, 5 + 2 * collc::mpi::registry_ring).kind == peer_report::behind);
     }
     MPI_Barrier(comm);
   }

@@ -36,7 +36,7 @@ bool allreduce_ok(collc::plan<std::int64_t>& p, MPI_Comm comm, std::size_t count
   return all_ranks(ok, comm);
 }
 
-int arenas(MPI_Comm comm) { return collc::detail::registry_for(comm)->arenas(); }
+int arenas(MPI_Comm comm) { return collc::mpi::registry_for(comm)->arenas(); }
 
 }  // namespace
 

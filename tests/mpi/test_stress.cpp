@@ -237,8 +237,8 @@ void sweep(const collc::plan_options& base, const std::vector<int>& ks, std::vec
   std::uint64_t seed = 1;
   long plans = 0, tails = 0;
   auto make = [&](collective c, std::size_t n, int root) {
-    return sched ? collc::detail::make_plan<std::int64_t, collc::plus>(c, MPI_COMM_WORLD, n, root, o, *sched)
-                 : collc::detail::make_plan<std::int64_t, collc::plus>(c, MPI_COMM_WORLD, n, root, o);
+    return sched ? collc::mpi::make_plan<std::int64_t, collc::plus>(c, MPI_COMM_WORLD, n, root, o, *sched)
+                 : collc::mpi::make_plan<std::int64_t, collc::plus>(c, MPI_COMM_WORLD, n, root, o);
   };
   const auto t0 = std::chrono::steady_clock::now();
   for (collective c : all_collectives) {
@@ -247,7 +247,7 @@ void sweep(const collc::plan_options& base, const std::vector<int>& ks, std::vec
       // The chunk at a large count.
       std::size_t C = 0;
       {
-        const std::size_t big = (o.chunk_bytes ? o.chunk_bytes : collc::detail::default_chunk_bytes) / 8 * 3;
+        const std::size_t big = (o.chunk_bytes ? o.chunk_bytes : collc::mpi::default_chunk_bytes) / 8 * 3;
         auto probe = make(c, big, root);
         C = probe.chunk_elements();
       }
@@ -290,7 +290,7 @@ void repro(collective c, std::size_t n, int root, const collc::plan_options& bas
            const std::string& section) {
   collc::plan_options o = base;
   o.timeout_s = 20;
-  auto p = collc::detail::make_plan<T, collc::plus>(c, MPI_COMM_WORLD, n, root, o);
+  auto p = collc::mpi::make_plan<T, collc::plus>(c, MPI_COMM_WORLD, n, root, o);
   const std::string label = section + ": " + label_of(c, n, root, p.chunk_elements(), p.executions_per_call(),
                                                       p.schedule_name());
   if (world_rank() == 0) std::printf("stress %s\n", label.c_str());

@@ -11,8 +11,8 @@
 #include <vector>
 
 using collc::placement;
-using collc::detail::make_placement;
-using collc::detail::node_keys;
+using collc::mpi::make_placement;
+using collc::mpi::node_keys;
 
 TEST_CASE("pseudo-node keys by block and round robin", "[backend][mpi][topology]") {
   const std::vector<int> one_node(7, 0);
@@ -61,7 +61,7 @@ TEST_CASE("order-sensitive: program rank = communicator rank, runs become nodes"
 }
 
 TEST_CASE("one machine is one physical node", "[backend][mpi][topology]") {
-  auto reg = collc::detail::registry_for(MPI_COMM_WORLD);
+  auto reg = collc::mpi::registry_for(MPI_COMM_WORLD);
   const auto& leaders = reg->physical_leaders();
   REQUIRE(static_cast<int>(leaders.size()) == collc_test::world_size());
   CHECK(std::all_of(leaders.begin(), leaders.end(), [](int l) { return l == 0; }));

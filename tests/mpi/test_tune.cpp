@@ -48,7 +48,7 @@ struct shared_path {
       p = (fs::temp_directory_path() / ("collc_tune_test_" + std::to_string(::getpid()) + "_" + std::to_string(rd())))
               .string();
     }
-    path = collc::detail::bcast_string(MPI_COMM_WORLD, p);
+    path = collc::mpi::bcast_string(MPI_COMM_WORLD, p);
   }
   ~shared_path() {
     MPI_Barrier(MPI_COMM_WORLD);
@@ -337,7 +337,7 @@ TEST_CASE("measured bar: default choice against exhaustive measurement", "[.bar]
       std::vector<double> ratios;
       for (std::size_t i = 0; i < pair.measured[0].samples.size(); ++i)
         ratios.push_back(pair.measured[0].samples[i] / pair.measured[1].samples[i]);
-      ratio = collc::detail::median(ratios);
+      ratio = collc::mpi::median(ratios);
       def = pair.measured[0].median_s;
       bst = pair.measured[1].median_s;
     } else {

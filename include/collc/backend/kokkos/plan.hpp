@@ -42,13 +42,13 @@
 #endif
 
 #include <Kokkos_Core.hpp>
-#include <collc/algo/lower.hpp>
+#include <collc/algo/schedule.hpp>
 #include <collc/backend/mpi/engine.hpp>
-#include <collc/backend/mpi/options.hpp>
+#include <collc/backend/mpi/plan_core.hpp>
+#include <collc/core.hpp>
 #include <collc/error.hpp>
-#include <collc/ir/verify.hpp>
+#include <collc/ir/program.hpp>
 #include <collc/ops.hpp>
-#include <collc/plan.hpp>
 
 #include <mpi.h>
 
@@ -221,13 +221,6 @@ struct exec_kernels {
   }
 };
 
-/// A built engine with its schedule and operator (collc's factories' body,
-/// which collc::detail::make_plan wraps in a host-kernel plan instead).
-template <class T, class Op, class... A>
-collc::detail::built_engine<Op> build(collective coll, MPI_Comm comm, std::size_t count, int root, A&&... args) {
-  return collc::detail::build_engine<T, Op>("collc::kokkos::make_", coll, comm, count, root, std::forward<A>(args)...);
-}
-
 }  // namespace detail
 
 /// A persistent collective over Kokkos::Views on an MPI communicator, run on
@@ -250,7 +243,7 @@ class plan {
   plan& operator=(plan&& o) noexcept {
     if (this != &o) {
       finish_quietly();
-      b_ = std::move(o.b_);
+      core_ = std::move(o.core_);
       exec_ = std::move(o.exec_);
     }
     return *this;
@@ -268,7 +261,7 @@ class plan {
     start(exec, send, recv);
     wait();
   }
-  /// In place, MPI's layout per collective (see collc/plan.hpp); bcast: its only buffer.
+  /// In place, MPI's layout per collective (see collc/backend/mpi/plan.hpp); bcast: its only buffer.
   template <class View>
   void operator()(const ExecSpace& exec, in_place_t, const View& buf) {
     start(exec, in_place, buf);
@@ -285,43 +278,31 @@ class plan {
                                                                                  const RecvView& recv) {
     detail::check_view<SendView, ExecSpace, T, false>();
     detail::check_view<RecvView, ExecSpace, T, true>();
-    const collective c = kind();
-    if (c == collective::bcast) throw error(errc::invalid_argument, name() + ": bcast takes one buffer: p(exec, buf)");
-    const bool root_only = c == collective::reduce && !is_root();
-    const T* s = contiguous("send", send);
-    T* r = contiguous("recv", recv);
-    const std::size_t rn = recv.extent(0);
-    check("send", s, send.extent(0), send_count());
-    if (!root_only || rn != 0) check("recv", r, rn, recv_count());
-    if (!root_only) {
-      const auto* sb = reinterpret_cast<const std::byte*>(s);
-      const auto* rb = reinterpret_cast<const std::byte*>(r);
-      const std::size_t sn = send.extent(0) * sizeof(T), rnb = rn * sizeof(T);
-      if (sn != 0 && rnb != 0 && sb < rb + rnb && rb < sb + sn)
-        throw error(errc::invalid_argument, name() + ": send View \"" + send.label() + "\" overlaps recv View \"" +
-                                                recv.label() + "\"; use collc::in_place for in-place execution");
-    }
-    begin(exec, [&](collc::detail::engine& e) { e.begin(s, root_only ? nullptr : r, false, root_only); });
+    const T* s = nullptr;
+    T* r = nullptr;
+    (void)core_.get("collc::kokkos::plan");
+    core_.guarded([&] {
+      s = contiguous("send", send);
+      r = contiguous("recv", recv);
+    });
+    begin(exec, [&] {
+      core_.begin(s, send.extent(0), r, recv.extent(0), words, [&] {
+        std::string text = "send View \"";
+        text += send.label();
+        text += "\" overlaps recv View \"";
+        text += recv.label();
+        text += "\"";
+        return text;
+      });
+    });
   }
   template <class View>
   void start(const ExecSpace& exec, in_place_t, const View& buf) {
     detail::check_view<View, ExecSpace, T, true>();
-    T* b = contiguous("in-place", buf);
-    check("in-place", b, buf.extent(0), in_place_count());
-    begin(exec, [&](collc::detail::engine& e) {
-      switch (kind()) {
-        case collective::allreduce:
-        case collective::reduce_scatter: e.begin(b, b, true, false); break;
-        case collective::allgather: e.begin(b + static_cast<std::size_t>(e.rank()) * count(), b, true, false); break;
-        case collective::reduce:
-          if (is_root())
-            e.begin(b, b, true, false);
-          else
-            e.begin(b, nullptr, false, true);
-          break;
-        case collective::bcast: e.begin(nullptr, b, false, false); break;
-      }
-    });
+    T* b = nullptr;
+    (void)core_.get("collc::kokkos::plan");
+    core_.guarded([&] { b = contiguous("in-place", buf); });
+    begin(exec, [&] { core_.begin_in_place(b, buf.extent(0), words); });
   }
   template <class View>
   requires detail::is_view_v<View>
@@ -331,62 +312,57 @@ class plan {
   void wait() {
     if (!exec_) return;
     advance(true);
-    engine().acknowledge();
+    core_.acknowledge();
   }
   /// Advances without blocking; true once the call is complete.
   bool test() {
     if (!exec_) return true;
     const bool done = advance(false);
-    if (done) engine().acknowledge();
+    if (done) core_.acknowledge();
     return done;
   }
 
   // --- what was built -------------------------------------------------------------
 
-  [[nodiscard]] collective kind() const noexcept { return b_.e->shape().coll; }
-  [[nodiscard]] std::size_t count() const noexcept { return b_.e->shape().count; }
-  [[nodiscard]] int root() const noexcept { return b_.e->shape().root; }
-  [[nodiscard]] int ranks() const noexcept { return b_.e->size(); }
+  [[nodiscard]] collective kind() const noexcept { return core_.kind(); }
+  [[nodiscard]] std::size_t count() const noexcept { return core_.count(); }
+  [[nodiscard]] int root() const noexcept { return core_.root(); }
+  [[nodiscard]] int ranks() const noexcept { return core_.ranks(); }
   /// Elements expected in the send / recv / in-place View on this rank.
-  [[nodiscard]] std::size_t send_count() const noexcept {
-    return kind() == collective::reduce_scatter ? count() * static_cast<std::size_t>(ranks())
-           : kind() == collective::bcast        ? 0
-                                                : count();
-  }
-  [[nodiscard]] std::size_t recv_count() const noexcept {
-    return kind() == collective::allgather ? count() * static_cast<std::size_t>(ranks()) : count();
-  }
-  [[nodiscard]] std::size_t in_place_count() const noexcept { return std::max(send_count(), recv_count()); }
-  [[nodiscard]] const algo::schedule& schedule() const noexcept { return b_.sched; }
-  [[nodiscard]] std::string schedule_name() const { return b_.sched.to_string(); }
-  [[nodiscard]] const std::string& name() const noexcept { return b_.e->name(); }
-  [[nodiscard]] std::size_t chunk_elements() const noexcept { return b_.e->chunk_count(); }
-  [[nodiscard]] std::size_t executions_per_call() const noexcept { return b_.e->executions_per_call(); }
+  [[nodiscard]] std::size_t send_count() const noexcept { return core_.send_count(); }
+  [[nodiscard]] std::size_t recv_count() const noexcept { return core_.recv_count(); }
+  [[nodiscard]] std::size_t in_place_count() const noexcept { return core_.in_place_count(); }
+  [[nodiscard]] const algo::schedule& schedule() const noexcept { return core_.schedule(); }
+  [[nodiscard]] std::string schedule_name() const { return core_.schedule().to_string(); }
+  [[nodiscard]] const std::string& name() const noexcept { return core_.name(); }
+  [[nodiscard]] std::string describe() const { return core_.get("collc::kokkos::plan").describe(); }
+  [[nodiscard]] std::size_t chunk_elements() const noexcept { return core_.engine_ref().chunk_count(); }
+  [[nodiscard]] std::size_t executions_per_call() const noexcept { return core_.engine_ref().executions_per_call(); }
   /// The lowered programs (chunk, then tail if any) and this rank's program rank.
-  [[nodiscard]] const std::vector<ir::program>& programs() const noexcept { return b_.e->programs(); }
-  [[nodiscard]] int program_rank() const noexcept { return b_.e->program_rank(); }
-  [[nodiscard]] bool uses_messages() const noexcept { return b_.e->sends_messages(); }
+  [[nodiscard]] const std::vector<ir::program>& programs() const noexcept { return core_.engine_ref().programs(); }
+  [[nodiscard]] int program_rank() const noexcept { return core_.engine_ref().program_rank(); }
+  [[nodiscard]] bool uses_messages() const noexcept { return core_.engine_ref().has_transfers(); }
 
   /// Built by the make_* factories below.
-  explicit plan(collc::detail::built_engine<Op> b) : b_(std::move(b)) {}
+  explicit plan(mpi::plan_core<T, Op> core) : core_(std::move(core)) {}
 
  private:
-  collc::detail::engine& engine() const noexcept { return *b_.e; }
-  [[nodiscard]] bool is_root() const noexcept { return b_.e->rank() == root(); }
+  static constexpr mpi::buffer_words words{"View", "is unallocated, the plan needs", "p(exec, buf)"};
 
   // The fence on entry is the contract's first point: the caller's earlier
   // work on `exec` is done before the host, MPI or a kernel touches the views.
   template <class Begin>
-  void begin(const ExecSpace& exec, Begin&& begin_engine) {
+  void begin(const ExecSpace& exec, Begin&& begin_core) {
+    (void)core_.get("collc::kokkos::plan");
     detail::fence(exec);
-    begin_engine(engine());
+    begin_core();
     exec_ = exec;
     advance(false);
   }
 
   bool advance(bool block) {
     try {
-      return engine().template advance<T>(b_.op, block, detail::exec_kernels<ExecSpace>{*exec_});
+      return core_.advance(block, detail::exec_kernels<ExecSpace>{*exec_});
     } catch (...) {
       exec_->fence();  // leave no collc kernel running on the user's views
       throw;
@@ -402,23 +378,12 @@ class plan {
                                               "); collc takes contiguous rank-1 Views: deep_copy into one first");
     return const_cast<T*>(v.data());
   }
-  void check(const char* what, const T* data, std::size_t size, std::size_t expected) const {
-    if (size != expected)
-      throw error(errc::invalid_argument, name() + ": " + what + " View has " + std::to_string(size) +
-                                              " elements, the plan needs " + std::to_string(expected));
-    if (expected > 0 && data == nullptr)
-      throw error(errc::invalid_argument,
-                  name() + ": " + what + " View is unallocated, the plan needs " + std::to_string(expected));
-  }
 
   void finish_quietly() noexcept {
-    if (b_.e && exec_ && b_.e->active() && !b_.e->failed()) try {
-        advance(true);
-      } catch (...) {
-      }
+    if (core_.valid() && exec_) core_.finish_quietly(detail::exec_kernels<ExecSpace>{*exec_});
   }
 
-  collc::detail::built_engine<Op> b_;
+  mpi::plan_core<T, Op> core_;
   std::optional<ExecSpace> exec_;
 };
 
@@ -431,7 +396,7 @@ plan<ExecSpace, T, op_t<Op>> make_allreduce(MPI_Comm comm, std::size_t count, A&
   static_assert(reduction_op<op_t<Op>, T>,
                 "collc::kokkos::make_allreduce: Op must be callable as T(const T&, const T&) or a Kokkos reducer");
   return plan<ExecSpace, T, op_t<Op>>(
-      detail::build<T, op_t<Op>>(collective::allreduce, comm, count, 0, std::forward<A>(args)...));
+      mpi::make_core<T, op_t<Op>>(collective::allreduce, comm, count, 0, std::forward<A>(args)...));
 }
 /// Reduce_scatter_block: send holds P blocks of `count`. Example:
 ///   auto p = collc::kokkos::make_reduce_scatter<Kokkos::Serial, long>(comm, 4);  p(exec, send /* 4P */, recv /* 4 */);
@@ -440,13 +405,13 @@ plan<ExecSpace, T, op_t<Op>> make_reduce_scatter(MPI_Comm comm, std::size_t coun
   static_assert(reduction_op<op_t<Op>, T>,
                 "collc::kokkos::make_reduce_scatter: Op must be callable as T(const T&, const T&) or a Kokkos reducer");
   return plan<ExecSpace, T, op_t<Op>>(
-      detail::build<T, op_t<Op>>(collective::reduce_scatter, comm, count, 0, std::forward<A>(args)...));
+      mpi::make_core<T, op_t<Op>>(collective::reduce_scatter, comm, count, 0, std::forward<A>(args)...));
 }
 /// Allgather of `count` elements per rank into P blocks. Example:
 ///   auto p = collc::kokkos::make_allgather<Kokkos::Serial, int>(comm, 2);  p(exec, mine /* 2 */, all /* 2P */);
 template <class ExecSpace, class T, class... A>
 plan<ExecSpace, T> make_allgather(MPI_Comm comm, std::size_t count, A&&... args) {
-  return plan<ExecSpace, T>(detail::build<T, plus>(collective::allgather, comm, count, 0, std::forward<A>(args)...));
+  return plan<ExecSpace, T>(mpi::make_core<T, plus>(collective::allgather, comm, count, 0, std::forward<A>(args)...));
 }
 /// Reduce of `count` elements to `root`. Example:
 ///   auto p = collc::kokkos::make_reduce<Kokkos::Serial, double, collc::min>(comm, n, 0);  p(exec, x, y);
@@ -455,19 +420,19 @@ plan<ExecSpace, T, op_t<Op>> make_reduce(MPI_Comm comm, std::size_t count, int r
   static_assert(reduction_op<op_t<Op>, T>,
                 "collc::kokkos::make_reduce: Op must be callable as T(const T&, const T&) or a Kokkos reducer");
   return plan<ExecSpace, T, op_t<Op>>(
-      detail::build<T, op_t<Op>>(collective::reduce, comm, count, root, std::forward<A>(args)...));
+      mpi::make_core<T, op_t<Op>>(collective::reduce, comm, count, root, std::forward<A>(args)...));
 }
 /// Broadcast of `count` elements from `root`. Example:
 ///   auto p = collc::kokkos::make_bcast<Kokkos::Serial, char>(comm, 64, 0);  p(exec, buf);
 template <class ExecSpace, class T, class... A>
 plan<ExecSpace, T> make_bcast(MPI_Comm comm, std::size_t count, int root, A&&... args) {
-  return plan<ExecSpace, T>(detail::build<T, plus>(collective::bcast, comm, count, root, std::forward<A>(args)...));
+  return plan<ExecSpace, T>(mpi::make_core<T, plus>(collective::bcast, comm, count, root, std::forward<A>(args)...));
 }
 
 /// Any collective by value (what the tests use to cover all five alike).
 template <class ExecSpace, class T, class Op = plus, class... A>
 plan<ExecSpace, T, op_t<Op>> make_plan(collective coll, MPI_Comm comm, std::size_t count, int root, A&&... args) {
-  return plan<ExecSpace, T, op_t<Op>>(detail::build<T, op_t<Op>>(coll, comm, count, root, std::forward<A>(args)...));
+  return plan<ExecSpace, T, op_t<Op>>(mpi::make_core<T, op_t<Op>>(coll, comm, count, root, std::forward<A>(args)...));
 }
 
 }  // namespace collc::kokkos

@@ -1,0 +1,107 @@
+#pragma once
+#include <collc/backend/mpi/build.hpp>
+
+#include <collc/algo/lower.hpp>
+#include <collc/algo/presets.hpp>
+#include <collc/algo/select.hpp>
+#include <collc/error.hpp>
+#include <collc/factors.hpp>
+
+#include <span>
+
+namespace collc::mpi {
+
+COLLC_INLINE std::string schedule_request::text() const {
+  switch (kind) {
+    case by_default: return "default";
+    case by_factors: return factor_set(std::span<const int>(factors)).to_string();
+    case explicit_schedule: return sched.to_string();
+  }
+  return "?";
+}
+
+COLLC_INLINE algo::schedule default_for(collective coll, int P, std::size_t bytes, bool commutative,
+                                        const std::vector<int>& node_of, int node_cores) {
+  bool one_node = true;
+  for (int n : node_of) one_node = one_node && n == node_of.front();
+  // One node: the measured rule (fastest here and free to compute, so a later
+  // plan sets up in microseconds). Across nodes: the cost-model selector,
+  // which the simple rule cannot match at scale.
+  return one_node ? algo::default_schedule(coll, P, bytes, commutative, node_of, node_cores)
+                  : algo::select(coll, P, bytes, commutative, node_of);
+}
+
+COLLC_INLINE algo::schedule resolve_schedule(const schedule_request& req, collective coll, int P, std::size_t bytes,
+                                             bool commutative, const std::vector<int>& node_of, int node_cores) {
+  if (req.kind == schedule_request::explicit_schedule) {
+    if (req.sched.fam == algo::family::cyclic_shift && !commutative && reduces(coll)) {
+      std::string msg = "schedule ";
+      msg += req.sched.to_string();
+      msg += " is a cyclic shift, which needs a commutative operator";
+      throw error(errc::not_commutative, msg);
+    }
+    return req.sched;
+  }
+  if (req.kind == schedule_request::by_default) {
+    if (auto chosen = algo::override_from_env(coll, P, commutative)) return *chosen;
+    return default_for(coll, P, bytes, commutative, node_of, node_cores);
+  }
+  // A factor set: recursive exchange if it fits P exactly, else cyclic shift.
+  const factor_set fs(std::span<const int>(req.factors));
+  const auto rec = validate(fs, P, coll, schedule_kind::recursive);
+  if (rec.ok) return algo::schedule::recursive(fs);
+  const auto cyc = validate(fs, P, coll, schedule_kind::cyclic);
+  if (cyc.ok) {
+    if (!commutative && reduces(coll)) {
+      std::string msg = "factor set ";
+      msg += fs.to_string();
+      msg += " is a cyclic shift for ";
+      msg += std::to_string(P);
+      msg += " ranks, which needs a commutative operator (this operator is not; declare is_commutative or use a "
+             "factor set whose product is ";
+      msg += std::to_string(P);
+      msg += ")";
+      throw error(errc::not_commutative, msg);
+    }
+    return algo::schedule::cyclic(fs);
+  }
+  std::string msg(rec.message());
+  msg += " (and as a cyclic shift: ";
+  msg += cyc.message();
+  msg += ")";
+  throw error(rec.code, msg);
+}
+
+COLLC_INLINE built_plan build_plan(MPI_Comm comm, const plan_shape& shape, const plan_options& options,
+                                   const schedule_request& request) {
+  auto e = std::make_unique<engine>(comm, shape, resolve(options));
+  // Resolution and lowering may throw (a factor set that does not fit P, an
+  // override set on one rank only, ...): build() agrees on their outcome, so
+  // every rank throws alike instead of leaving the others waiting.
+  const auto& map = e->placement();
+  const std::vector<int> node_of = map.nodes > 1 ? map.node_of : std::vector<int>{};
+  const bool commutative = shape.commutative || !reduces(shape.coll);
+  algo::schedule sched;
+  e->build(
+      [&] {
+        sched = resolve_schedule(request, shape.coll, e->size(), shape.count * shape.elem_size, commutative, node_of,
+                                 e->node_cores());
+        return sched.to_string();
+      },
+      [&](const chunk_request& q) {
+        algo::lower_request r;
+        r.coll = shape.coll;
+        r.ranks = q.ranks;
+        r.count = q.count;
+        r.root = q.root;
+        r.granule = q.granule;
+        r.block_stride = q.block_stride;
+        r.node_of = q.node_of;
+        // COLLC_ENABLE_CHECKS / options.checks: the engine proves the programs
+        // it binds, in the order it runs them (engine::verify_runs).
+        return algo::lower(sched, r);
+      });
+  return {std::move(e), std::move(sched)};
+}
+
+}  // namespace collc::mpi

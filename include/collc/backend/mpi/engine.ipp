@@ -1,0 +1,615 @@
+#pragma once
+/// \file
+/// Definitions of the engine's type-independent parts: setup (registry,
+/// placement, agreement, segment, binding), the start of a call, the slow
+/// paths of waiting and every error report. Header-only mode includes this
+/// from engine.hpp; compiled mode builds it once in src/collc.cpp.
+#include <collc/backend/mpi/engine.hpp>
+
+#include <collc/backend/mpi/binder.hpp>
+#include <collc/backend/mpi/registry.hpp>
+#include <collc/backend/mpi/segments.hpp>
+#include <collc/backend/mpi/wait.hpp>
+#include <collc/ir/sequence.hpp>
+#include <collc/ir/verify.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <string_view>
+#include <thread>
+
+namespace collc::mpi {
+
+COLLC_INLINE std::uint64_t fnv1a(std::string_view s) noexcept {
+  std::uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+/// "0-2,5,7" for a sorted list of ranks.
+COLLC_INLINE std::string rank_list(const std::vector<int>& r) {
+  std::string s;
+  for (std::size_t i = 0; i < r.size();) {
+    std::size_t j = i;
+    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
+    if (!s.empty()) s += ",";
+    s += std::to_string(r[i]);
+    if (j > i) s += "-" + std::to_string(r[j]);
+    i = j + 1;
+  }
+  return (r.size() == 1 ? "rank " : "ranks ") + s;
+}
+
+COLLC_INLINE int note_finalize(MPI_Comm, int, void*, void*) {
+  finalize_seen().store(true, std::memory_order_relaxed);
+  return MPI_SUCCESS;
+}
+
+COLLC_INLINE void watch_finalize() {
+  static const bool watching = [] {
+    int kv = MPI_KEYVAL_INVALID;
+    COLLC_MPI_CHECK(MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, note_finalize, &kv, nullptr));
+    COLLC_MPI_CHECK(MPI_Comm_set_attr(MPI_COMM_SELF, kv, nullptr));
+    return true;
+  }();
+  (void)watching;
+}
+
+/// Online CPUs of this node: the cores the ranks of a node share.
+COLLC_INLINE int online_cores() noexcept { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+
+COLLC_INLINE engine::engine(MPI_Comm comm, plan_shape shape, const resolved_options& opt) : shape_(std::move(shape)), opt_(opt) {
+  int initialized = 0;
+  COLLC_MPI_CHECK(MPI_Initialized(&initialized));
+  if (!initialized) throw error(errc::invalid_argument, "MPI is not initialized");
+  if (comm == MPI_COMM_NULL) throw error(errc::invalid_argument, "communicator is MPI_COMM_NULL");
+  watch_finalize();
+  int inter = 0;
+  COLLC_MPI_CHECK(MPI_Comm_test_inter(comm, &inter));
+  if (inter) throw error(errc::unsupported, "intercommunicators are not supported");
+  COLLC_MPI_CHECK(MPI_Comm_rank(comm, &rank_));
+  COLLC_MPI_CHECK(MPI_Comm_size(comm, &size_));
+  reg_ = registry_for(comm, opt_.timeout_s);
+  const bool order_sensitive = reduces(shape_.coll) && !shape_.commutative;
+  map_ = make_placement(node_keys(reg_->physical_leaders(), opt_.ranks_per_node, opt_.place), order_sensitive);
+  prog_rank_ = map_.prog_of_comm[static_cast<std::size_t>(rank_)];
+  node_id_ = map_.node_of[static_cast<std::size_t>(prog_rank_)];
+  node_first_ = map_.node_first(node_id_);
+  node_size_ = map_.node_size(node_id_);
+  // The pool of this placement, if an earlier plan made it (a new one is
+  // made after agreement: splitting is collective, and ranks that disagree
+  // on the placement must get errc::mismatch, not a hang).
+  pool_ = reg_->find_pool(map_);
+}
+
+COLLC_INLINE engine::~engine() {
+  reg_->plan_names.erase(plan_id_);
+  if (pool_) pool_->release(segment_);
+  if (mpi_finalized()) return;  // too late to free MPI objects; the process is ending
+  for (auto& p : progs_)
+    for (auto& t : p.transfers) {
+      if (t.request == MPI_REQUEST_NULL) continue;
+      if (t.active && !t.is_send) {
+        MPI_Cancel(&t.request);
+      }
+      MPI_Request_free(&t.request);
+    }
+  comm_.reset();
+}
+
+COLLC_INLINE bool engine::oversubscribed() const noexcept {
+  int node_ranks = 0;
+  for (int r = 0; r < size_; ++r) node_ranks += reg_->physical_leader(r) == reg_->physical_leader(rank_);
+  return node_ranks > node_cores();
+}
+
+COLLC_INLINE void engine::build(const std::function<std::string()>& resolve, const lower_fn& lower) {
+  std::string resolved;
+  std::optional<error> failure;
+  try {
+    check_shape();
+    resolved = resolve();
+    lower_chunks(lower);
+    layout();
+    if (opt_.checks) verify_runs();
+  } catch (const error& e) {
+    failure = e;
+    resolved = std::string("error: ") + e.what();
+  }
+  settle(resolved, failure);
+}
+
+COLLC_INLINE void engine::build_from(std::vector<ir::program> programs) {
+  lowered_ = std::move(programs);
+  if (!lowered_.empty()) chunk_ = lowered_[0].count == 0 ? 1 : lowered_[0].count;
+  std::optional<error> failure;
+  try {
+    layout();
+  } catch (const error& e) {
+    failure = e;
+  }
+  settle(failure ? std::string("error: ") + failure->what() : std::string("programs given"), failure);
+}
+
+COLLC_INLINE void engine::begin(const void* send, void* recv, bool in_place, bool discard_recv) {
+  refuse_unusable();
+  if (pending_) throw error(errc::invalid_argument, name_ + ": start() called again before wait()");
+  seq_ = ++reg_->seq;
+  reg_->stamp(seq_, plan_id_);
+  try {
+    check_alarm();
+  } catch (const error& e) {
+    fail(e);
+    throw;
+  }
+  pending_ = true;
+  user_send_ = static_cast<const std::byte*>(send);
+  user_recv_ = static_cast<std::byte*>(recv);
+  discard_recv_ = discard_recv;
+  stage_recv_ = discard_recv;
+  stage_send_ = false;
+  if (in_place && !in_place_safe_) {
+    if (shape_.coll == collective::reduce_scatter)
+      stage_recv_ = true;
+    else
+      stage_send_ = true;
+  }
+  exec_ = 0;
+  exec_started_ = false;
+  active_ = lay_.runs.executions_per_call > 0;
+}
+
+COLLC_INLINE void engine::abandon(const error& e) {
+  refuse_unusable();
+  if (pending_) return;  // the call in progress is not this one
+  seq_ = ++reg_->seq;
+  reg_->stamp(seq_, plan_id_);
+  fail(e);
+}
+
+COLLC_INLINE void engine::refuse_unusable() const {
+  if (finalized()) throw error(errc::invalid_argument, name_ + ": called after MPI_Finalize");
+  if (failed_) throw error(errc::invalid_argument, name_ + " is unusable after an earlier error: " + failure_);
+}
+
+COLLC_INLINE void engine::check_alarm() {
+  if (!reg_->abandoned.empty()) {
+    auto it = reg_->abandoned.find(plan_id_);
+    if (it != reg_->abandoned.end() && it->second.seq <= seq_) {
+      origin_ = it->second.origin;
+      throw error(it->second.code, name_ + ": " + it->second.why + ", so call #" + std::to_string(seq_) +
+                                       " cannot complete");
+    }
+  }
+  const std::uint64_t alarm = reg_->alarm();
+  if (alarm == reg_->seen_alarm) return;
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_ || !reg_->on_node(q)) continue;
+    const peer_failure f = reg_->failure_of(q);
+    if (f.seq == 0) continue;
+    const std::string why = "rank " + std::to_string(q) + " abandoned " + reg_->plan_name(f.plan) + " in call #" +
+                            std::to_string(f.seq) + " after an error (" + std::string(to_string(f.code)) + ")" +
+                            raised_by(q, f.origin);
+    reg_->abandoned.emplace(f.plan, registry::abandoned_plan{f.code, f.seq, why, f.origin});
+    if (f.plan == plan_id_ && f.seq <= seq_) {
+      origin_ = f.origin;
+      throw error(f.code, name_ + ": " + why + ", so call #" + std::to_string(seq_) + " cannot complete");
+    }
+    if (f.code == errc::mismatch && f.seq <= seq_ && f.seq > reg_->reported_mismatch) {
+      reg_->reported_mismatch = f.seq;
+      const auto [tag, known] = reg_->own_stamp(f.seq);
+      throw error(errc::mismatch, "mismatched collective calls: rank " + std::to_string(q) + " found call #" +
+                                      std::to_string(f.seq) + " mismatched; rank " + std::to_string(rank_) +
+                                      " ran " + (known ? reg_->plan_name_by_tag(tag) : std::string("?")) +
+                                      " in that call (reported in call #" + std::to_string(seq_) + ", " + name_ +
+                                      ")");
+    }
+  }
+  reg_->seen_alarm = alarm;
+}
+
+COLLC_INLINE std::string engine::signature_text() const {
+  return std::string(to_string(shape_.coll)) + " count=" + std::to_string(shape_.count) +
+         " type=" + shape_.type_name + "(" + std::to_string(shape_.elem_size) + " B) op=" + shape_.op_name +
+         " schedule=" + shape_.schedule +
+         (shape_.coll == collective::reduce || shape_.coll == collective::bcast
+              ? " root=" + std::to_string(shape_.root)
+              : "") +
+         " ranks_per_node=" + std::to_string(opt_.ranks_per_node) +
+         (opt_.place == collc::placement::round_robin ? " placement=round_robin" : "") +
+         " chunk_bytes=" + std::to_string(opt_.chunk_bytes);
+}
+
+COLLC_INLINE void engine::check_shape() const {
+  if ((shape_.coll == collective::reduce || shape_.coll == collective::bcast) &&
+      (shape_.root < 0 || shape_.root >= size_))
+    throw error(errc::invalid_argument, "root " + std::to_string(shape_.root) +
+                                            " is not a rank of the communicator (size " + std::to_string(size_) +
+                                            ")");
+  const bool blocked = shape_.coll == collective::reduce_scatter || shape_.coll == collective::allgather;
+  const std::size_t blocks = blocked ? static_cast<std::size_t>(size_) : 1;
+  if (shape_.elem_size == 0 || shape_.count > SIZE_MAX / blocks / shape_.elem_size)
+    throw error(errc::overflow, "count " + std::to_string(shape_.count) + " x " + std::to_string(blocks) +
+                                    " blocks of " + std::to_string(shape_.elem_size) + "-byte elements overflows");
+}
+
+COLLC_INLINE void engine::lower_chunks(const lower_fn& lower) {
+  if (shape_.count == 0) return;
+  const bool blocked = shape_.coll == collective::reduce_scatter || shape_.coll == collective::allgather;
+  chunk_request q;
+  q.ranks = size_;
+  q.granule = shape_.elem_size <= 64 && 64 % shape_.elem_size == 0 ? 64 / shape_.elem_size : 1;
+  q.root = (shape_.coll == collective::reduce || shape_.coll == collective::bcast)
+               ? map_.prog_of_comm[static_cast<std::size_t>(shape_.root)]
+               : 0;
+  if (map_.nodes > 1) q.node_of = map_.node_of;
+  ir::chunked c = ir::lower_in_chunks(shape_.count, shape_.elem_size, blocked ? static_cast<std::size_t>(size_) : 1,
+                                      opt_.chunk_bytes, [&](std::size_t n, std::size_t stride) {
+                                        q.count = n;
+                                        q.block_stride = stride;
+                                        return lower(q);
+                                      });
+  chunk_ = c.chunk;
+  lowered_ = std::move(c.programs);
+}
+
+COLLC_INLINE void engine::verify_runs() const {
+  if (lay_.runs.programs.empty()) return;
+  const bool commutative = shape_.commutative || !reduces(shape_.coll);
+  const std::vector<std::size_t> order = lay_.runs.sequence(3, 3);
+  for (bool in_place : {false, true}) {
+    if (in_place && !lay_.runs.in_place) continue;
+    const ir::verify_result r = ir::verify_sequence(
+        lay_.runs.programs, order,
+        {.commutative = commutative, .in_place = in_place, .shm_copies = lay_.runs.alternate ? 2 : 1});
+    if (!r)
+      throw error(errc::verification_failed, "COLLC_ENABLE_CHECKS: the programs of " + signature_text() +
+                                                 (in_place ? " (in place)" : "") + " fail " +
+                                                 std::string(ir::to_string(r.failed)) + ": " + r.to_string());
+  }
+}
+
+COLLC_INLINE void engine::layout() {
+  lay_ = layout_of(lowered_, chunk_, shape_.count, shape_.elem_size, opt_.chunk_bytes, size_);
+}
+
+COLLC_INLINE void engine::settle(const std::string& resolved, const std::optional<error>& failure) {
+  const std::string text = signature_text() + " -> " + resolved;
+  const std::uint64_t h = fnv1a(text);
+  const auto [arena, offset] =
+      failure || pool_ == nullptr ? std::pair<int, std::size_t>{-1, 0} : pool_->propose(lay_.slot_bytes);
+  const auto a = static_cast<std::int64_t>(arena), o = static_cast<std::int64_t>(offset),
+             n = static_cast<std::int64_t>(lay_.slot_bytes);
+  // The hash as two non-negative halves and their complements: all equal
+  // iff every rank's maxima are its own values.
+  const auto hi = static_cast<std::int64_t>(h >> 32), lo = static_cast<std::int64_t>(h & 0xFFFFFFFFu);
+  const std::int64_t mine[11] = {
+      hi, lo, 0xFFFFFFFF - hi, 0xFFFFFFFF - lo, static_cast<std::int64_t>(reg_->seq), reg_->next_plan_id, a, o, n,
+      -a, -o};
+  std::int64_t v[11];
+  agree(mine, v, text);
+  if (v[0] != hi || v[1] != lo || v[2] != 0xFFFFFFFF - hi || v[3] != 0xFFFFFFFF - lo) report_disagreement(h, text);
+  if (failure) throw *failure;  // every rank failed alike (same text)
+  reg_->seq = static_cast<std::uint64_t>(v[4]);
+  plan_id_ = v[5];
+  reg_->next_plan_id = plan_id_ + 1;
+  name_ = "plan " + std::to_string(plan_id_) + " (" + text + ")";
+  reg_->plan_names[plan_id_] = name_;
+  if (v[8] != n)  // same signature and schedule, yet different programs: a bug, not a user error
+    throw error(errc::mismatch, name_ + ": ranks lowered programs of different sizes (" + std::to_string(n) +
+                                    " and " + std::to_string(v[8]) + " bytes of segment)");
+  const bool agreed = arena >= 0 && v[6] == a && -v[9] == a && v[7] == o && -v[10] == o;
+  if (pool_ == nullptr) {  // every rank alike: same placement, pools made in the same order
+    pool_ = &reg_->pool_for(map_, node_id_, prog_rank_);
+    if (pool_->node_rank() != prog_rank_ - node_first_ || pool_->node_size() != node_size_)
+      throw error(errc::mpi_error, "node communicator does not match the placement (rank " +
+                                       std::to_string(pool_->node_rank()) + " of " +
+                                       std::to_string(pool_->node_size()) + ")");
+  }
+  bind_all(agreed ? arena : -1, offset);
+}
+
+COLLC_INLINE void engine::agree(const std::int64_t (&mine)[11], std::int64_t (&out)[11], const std::string& text) {
+  const std::uint64_t k = ++reg_->setups;
+  reg_->mark_setup(k, false);
+  // MPI writes the result when every rank contributed, maybe after this
+  // rank gave up: heap memory the registry keeps in that case.
+  auto values = std::make_unique<std::int64_t[]>(11);
+  std::copy(std::begin(mine), std::end(mine), values.get());
+  MPI_Request req = MPI_REQUEST_NULL;
+  COLLC_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, values.get(), 11, MPI_INT64_T, MPI_MAX, reg_->control(), &req));
+  if (!registry::wait_request(req, opt_.timeout_s)) {
+    reg_->mark_setup(k, true);
+    std::vector<int> missing;
+    bool others = false;
+    for (int q = 0; q < size_; ++q) {
+      if (q == rank_) continue;
+      const auto st = reg_->setup_of(q);
+      if (!st)
+        others = true;
+      else if (st->first < k)
+        missing.push_back(q);
+    }
+    reg_->keep_pending(req, std::move(values));
+    std::string who = missing.empty() ? std::string("no rank of this node is missing")
+                                      : rank_list(missing) + " did not arrive";
+    if (others) who += " (ranks on other nodes are not visible from here)";
+    throw error(errc::timeout, "timeout after " + std::to_string(opt_.timeout_s) + " s in the setup of " + text +
+                                   " on rank " + std::to_string(rank_) + ": " + who +
+                                   "; every rank must build the same plans in the same order");
+  }
+  std::copy(values.get(), values.get() + 11, std::begin(out));
+  std::vector<int> gave_up;
+  for (int q = 0; q < size_; ++q)
+    if (const auto st = reg_->setup_of(q); q != rank_ && st && st->first == k && st->second) gave_up.push_back(q);
+  if (!gave_up.empty())
+    throw error(errc::timeout, "setup of " + text + " on rank " + std::to_string(rank_) + ": " +
+                                   rank_list(gave_up) + " gave up waiting for this rank (timeout " +
+                                   std::to_string(opt_.timeout_s) + " s); the plan was not built");
+}
+
+[[noreturn]] COLLC_INLINE void engine::report_disagreement(std::uint64_t h, const std::string& text) {
+  struct entry {
+    std::uint64_t hash;
+    char text[504];
+  };
+  entry mine{};
+  mine.hash = h;
+  std::strncpy(mine.text, text.c_str(), sizeof(mine.text) - 1);
+  std::vector<entry> all(static_cast<std::size_t>(size_));
+  COLLC_MPI_CHECK(
+      MPI_Allgather(&mine, sizeof(entry), MPI_BYTE, all.data(), sizeof(entry), MPI_BYTE, reg_->control()));
+  std::map<std::uint64_t, std::vector<int>> groups;
+  std::vector<std::uint64_t> order;  // by first rank
+  for (int r = 0; r < size_; ++r) {
+    auto& g = groups[all[static_cast<std::size_t>(r)].hash];
+    if (g.empty()) order.push_back(all[static_cast<std::size_t>(r)].hash);
+    g.push_back(r);
+  }
+  std::string msg = "ranks disagree on the plan being set up (rank " + std::to_string(rank_) + " of " +
+                    std::to_string(size_) + " reporting):";
+  for (std::uint64_t hash : order) {
+    const auto& ranks = groups[hash];
+    msg += " " + rank_list(ranks) + ": " + all[static_cast<std::size_t>(ranks[0])].text + ";";
+  }
+  throw error(errc::mismatch, msg);
+}
+
+COLLC_INLINE void engine::bind_all(int arena, std::size_t offset) {
+  const std::size_t elem = shape_.elem_size;
+  const std::size_t shm = lay_.shm_elems, scratch = lay_.scratch_elems, count = lay_.max_count;
+  const int tag_ub = [&] {
+    int* ub = nullptr;
+    int found = 0;
+    MPI_Comm_get_attr(reg_->control(), MPI_TAG_UB, &ub, &found);
+    return found && ub ? *ub : 32767;
+  }();
+
+  // Messages of a plan travel on its own communicator, so that the
+  // transfers of two plans in flight at once cannot match each other.
+  // (Every rank takes this branch alike: the programs hold every rank's code.)
+  if (lay_.any_rank_messages) COLLC_MPI_CHECK(MPI_Comm_dup(reg_->control(), comm_.out()));
+
+  // The node segment (see the file comment: flags start at zero).
+  const std::size_t flag_bytes = static_cast<std::size_t>(lay_.flags) * 64;
+  segment_ = pool_->take(arena, offset, lay_.slot_bytes, flag_bytes, false);
+  const std::vector<std::byte*>& slot = segment_.slot;
+
+  scratch_bytes_ = scratch * elem;
+  scratch_ = aligned_bytes(scratch_bytes_);
+  stage_bytes_ = shape_.coll == collective::bcast ? 0 : count * elem;
+  stage_ = aligned_bytes(stage_bytes_);
+
+  bases_.assign(slot_shm0 + static_cast<std::size_t>(node_size_), nullptr);
+  bases_[slot_scratch] = scratch_.get();
+  const std::size_t data_offset = lay_.data_in_flag_line ? sizeof(std::uint64_t) : flag_bytes;
+  shm_base_.assign(static_cast<std::size_t>(node_size_), nullptr);
+  for (int l = 0; l < node_size_; ++l) {
+    shm_base_[static_cast<std::size_t>(l)] =
+        slot[static_cast<std::size_t>(l)] == nullptr ? nullptr : slot[static_cast<std::size_t>(l)] + data_offset;
+    bases_[slot_shm0 + static_cast<std::size_t>(l)] = shm_base_[static_cast<std::size_t>(l)];
+  }
+
+  bind_context ctx;
+  ctx.prog_rank = prog_rank_;
+  ctx.node_first = node_first_;
+  ctx.node_size = node_size_;
+  ctx.flags = lay_.flags;
+  ctx.elem_size = elem;
+  ctx.shm_capacity = shm;
+  ctx.scratch_capacity = scratch;
+  ctx.comm_of_prog = map_.comm_of_prog;
+  ctx.comm_rank = rank_;
+  ctx.tag_ub = tag_ub;
+  ctx.flag_lines.resize(static_cast<std::size_t>(node_size_ * lay_.flags));
+  for (int l = 0; l < node_size_; ++l)
+    for (int f = 0; f < lay_.flags; ++f)
+      ctx.flag_lines[static_cast<std::size_t>(l * lay_.flags + f)] =
+          reinterpret_cast<std::uint64_t*>(slot[static_cast<std::size_t>(l)] + static_cast<std::size_t>(f) * 64);
+  // Exactly the programs of lay_.runs (the ones COLLC_ENABLE_CHECKS proves),
+  // alternating waits and guards included: nothing is rewritten here.
+  in_place_safe_ = lay_.runs.in_place;
+  has_transfers_ = false;
+  for (const auto& p : lay_.runs.programs) {
+    progs_.push_back(bind(p, ctx));
+    has_transfers_ = has_transfers_ || !progs_.back().transfers.empty();
+  }
+  sig_base_.assign(static_cast<std::size_t>(node_size_ * lay_.flags), 0);
+  own_.assign(static_cast<std::size_t>(lay_.flags), 0);
+  // Bind transfers on fixed buffers (shm, scratch) once.
+  for (auto& p : progs_)
+    for (auto& t : p.transfers)
+      if (t.slot >= slot_scratch) bind_transfer(t);
+
+  // Spin budget: a core per rank of the physical node, or share them.
+  spin_ = oversubscribed() ? 16 : 2048;
+}
+
+COLLC_INLINE void engine::check_signal_call(const bound_op& o, std::uint64_t word, std::int64_t target) {
+  const auto delta = static_cast<std::int16_t>(static_cast<std::uint16_t>((word & flag_call_mask) - (seq_ & flag_call_mask)));
+  const int peer = map_.comm_of_prog[static_cast<std::size_t>(o.peer)];
+  const peer_report rep = reg_->look(peer, seq_);
+  const bool other_plan = rep.plan_known && rep.plan_tag != plan_tag(plan_id_);
+  if (signals_of(word) > target && delta > 0 && !other_plan) return;  // ran ahead, same plan in this call
+  throw error(errc::mismatch,
+              "mismatched collective calls: rank " + std::to_string(rank_) + " in call #" + std::to_string(seq_) +
+                  " (" + name_ + ") waited for signal " + std::to_string(target - sig_base_[o.index]) +
+                  " of rank " + std::to_string(peer) + " at instruction " + std::to_string(o.source) +
+                  ", which rank " + std::to_string(peer) + " gave in its call #" +
+                  std::to_string(static_cast<std::int64_t>(seq_) + delta) +
+                  (other_plan ? "; in call #" + std::to_string(seq_) + " rank " + std::to_string(peer) + " runs " +
+                                    reg_->plan_name_by_tag(rep.plan_tag)
+                              : std::string()) +
+                  " (the ranks call their plans in different orders)");
+}
+
+COLLC_INLINE void engine::check_message_call(const bound_op& o, int peer) {
+  const peer_report rep = reg_->look(peer, seq_);
+  if (rep.kind == peer_report::failed && !(rep.plan_known && rep.plan_tag != plan_tag(plan_id_))) {
+    origin_ = rep.origin;
+    throw error(rep.failure, name_ + ": rank " + std::to_string(peer) + " abandoned call #" + std::to_string(seq_) +
+                                 " after an error (" + std::string(to_string(rep.failure)) + ")" +
+                                 raised_by(peer, rep.origin));
+  }
+  if (rep.kind == peer_report::behind || (rep.plan_known && rep.plan_tag != plan_tag(plan_id_)))
+    throw error(errc::mismatch,
+                "mismatched collective calls: rank " + std::to_string(rank_) + " in call #" + std::to_string(seq_) +
+                    " (" + name_ + ") received a message of this plan from rank " + std::to_string(peer) +
+                    " at instruction " + std::to_string(o.source) + ", but rank " + std::to_string(peer) +
+                    (rep.kind == peer_report::behind ? std::string(" has not started that call")
+                                                     : " ran " + reg_->plan_name_by_tag(rep.plan_tag) +
+                                                           " in it") +
+                    " (the ranks call their plans in different orders)");
+}
+
+template <class Ready>
+void engine::block_until(Ready ready, const bound_op& o, int peer, const char* what, std::int64_t target) {
+  wait_until(spin_, ready, [&](double waited) { slow_check(o, peer, what, target, waited); });
+}
+
+COLLC_INLINE bool engine::wait_flag(const bound_op& o, std::int64_t target, bool block, std::uint64_t& word) {
+  if (!block) return false;
+  const int peer = map_.comm_of_prog[static_cast<std::size_t>(o.peer)];
+  int probe = 0;
+  block_until(
+      [&] {
+        // A rank with messages in flight keeps MPI progressing while it waits.
+        if (has_transfers_ && (++probe & 63) == 0) {
+          int flag = 0;
+          MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_.get(), &flag, MPI_STATUS_IGNORE);
+        }
+        word = load(o.flag);
+        return signals_of(word) >= target;
+      },
+      o, peer, "a signal", target);
+  return true;
+}
+
+COLLC_INLINE void engine::slow_check(const bound_op& o, int peer, const char* what, std::int64_t target, double waited) {
+  auto where = [&] {
+    std::string s = "rank " + std::to_string(rank_) + " waits for " + what + " from rank " + std::to_string(peer) +
+                    " at instruction " + std::to_string(o.source) + " (";
+    if (o.code == opcode::wait)
+      s += "flag " + std::to_string(o.index % static_cast<std::uint32_t>(std::max(lay_.flags, 1))) +
+           " >= " + std::to_string(target) + ", now " + std::to_string(signals_of(load(o.flag))) + ", ";
+    s += "execution " + std::to_string(exec_ + 1) + "/" + std::to_string(lay_.runs.executions_per_call) + " of call #" +
+         std::to_string(seq_) + ", " + name_ + ")";
+    return s;
+  };
+  const peer_report rep = reg_->look(peer, seq_);
+  if (rep.kind == peer_report::failed) {
+    origin_ = rep.origin;
+    throw error(rep.failure, where() + ": rank " + std::to_string(peer) + " abandoned this call after an error (" +
+                                 std::string(to_string(rep.failure)) + ")" + raised_by(peer, rep.origin));
+  }
+  // A peer that gave up on this plan in an earlier call never signals it again.
+  if (const peer_failure f = reg_->failure_of(peer); f.seq != 0 && f.plan == plan_id_ && f.seq <= seq_) {
+    origin_ = f.origin;
+    throw error(f.code, where() + ": rank " + std::to_string(peer) + " abandoned this plan in call #" +
+                            std::to_string(f.seq) + " after an error (" + std::string(to_string(f.code)) + ")" +
+                            raised_by(peer, f.origin));
+  }
+  if (rep.plan_known && rep.plan_tag != plan_tag(plan_id_))
+    throw error(errc::mismatch, "mismatched collective calls: " + where() + ", but rank " + std::to_string(peer) +
+                                    " runs " + reg_->plan_name_by_tag(rep.plan_tag) + " in that call");
+  if (waited > opt_.timeout_s) {
+    const std::string msg = "timeout after " + std::to_string(waited) + " s: " + where();
+    if (opt_.timeout_action == on_timeout::abort) {
+      std::fprintf(stderr, "collc: %s; aborting\n", msg.c_str());
+      std::fflush(stderr);
+      MPI_Abort(reg_->control(), 1);
+    }
+    throw error(errc::timeout, msg);
+  }
+}
+
+COLLC_INLINE std::string engine::raised_by(int peer, int origin) {
+  return origin >= 0 && origin != peer ? ", first raised by rank " + std::to_string(origin) : std::string();
+}
+
+COLLC_INLINE void engine::fail(const error& e) {
+  failed_ = true;
+  active_ = false;
+  pending_ = false;
+  failure_ = e.what();
+  reg_->mark_failed(seq_, e.code(), plan_id_, origin_ < 0 ? rank_ : origin_);
+}
+
+COLLC_INLINE void engine::wait_transfer(transfer& t, const bound_op& at, const char* what) {
+  block_until([&] { return test(t); }, at, t.peer, what);
+}
+
+COLLC_INLINE std::string engine::describe() const {
+  std::string s = name_.empty() ? signature_text() : name_;
+  s += "\n  rank ";
+  s += std::to_string(rank_);
+  s += " of ";
+  s += std::to_string(size_);
+  s += ", program rank ";
+  s += std::to_string(prog_rank_);
+  s += ", node ";
+  s += std::to_string(node_id_);
+  s += " of ";
+  s += std::to_string(map_.nodes);
+  s += " (node ranks ";
+  s += std::to_string(node_first_);
+  s += "..";
+  s += std::to_string(node_first_ + node_size_ - 1);
+  s += ")\n  layout: ";
+  s += lay_.to_string(shape_.elem_size);
+  s += "\n  scratch ";
+  s += std::to_string(scratch_bytes_);
+  s += " B, staging ";
+  s += std::to_string(stage_bytes_);
+  s += " B, in place ";
+  s += in_place_safe_ ? "direct" : "staged";
+  for (std::size_t k = 0; k < progs_.size(); ++k) {
+    const bound_program& bp = progs_[k];
+    s += "\n  program ";
+    s += std::to_string(k);
+    s += ": ";
+    s += std::to_string(bp.ops.size());
+    s += " ops, count ";
+    s += std::to_string(bp.count);
+    for (const transfer& t : bp.transfers) {
+      s += "\n    ";
+      s += t.is_send ? "send to rank " : "recv from rank ";
+      s += std::to_string(t.peer);
+      s += " tag ";
+      s += std::to_string(t.tag);
+      s += ", ";
+      s += std::to_string(t.count);
+      s += " x ";
+      s += t.owned_type ? "indexed type" : "bytes";
+      s += " at slot ";
+      s += std::to_string(t.slot);
+      s += " + ";
+      s += std::to_string(t.offset);
+    }
+  }
+  return s;
+}
+
+}  // namespace collc::mpi

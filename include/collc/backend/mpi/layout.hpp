@@ -1,0 +1,56 @@
+#pragma once
+/// \file
+/// Where a plan's data lives, as a pure function of its lowered programs: the
+/// flag lines and shm of each rank's part of the node segment, scratch, and
+/// the runs (which program executes when, ir/sequence.hpp). No MPI: the
+/// engine (engine.hpp) takes this value at setup, and tests/test_layout.cpp
+/// checks the rules without any ranks.
+///
+/// The rules, each measured on the 2-core development VM (docs/benchmarks.md):
+///  - shared-memory programs with up to 16 KiB of shm per rank alternate
+///    between two copies by execution parity (ir::alternates; the paper's
+///    `alt`, Jocksch et al. 2026), so a rank can enter the next call while a
+///    slow peer still reads the previous one;
+///  - a one-flag program whose shm (both copies when alternating) fits in the
+///    56 bytes after its flag keeps it in the flag's cache line: a peer that
+///    sees the signal has the data in the same line transfer.
+#include <collc/config.hpp>
+#include <collc/ir/program.hpp>
+#include <collc/ir/sequence.hpp>
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+namespace collc::mpi {
+
+/// The layout of one plan on one rank (every rank computes the same value
+/// from the same programs; only slot addresses differ, and they are not here).
+struct plan_layout {
+  int flags = 0;                  ///< flag lines per rank (64 bytes each)
+  std::size_t shm_elems = 0;      ///< shm elements per rank and copy, over the programs
+  std::size_t scratch_elems = 0;  ///< private scratch elements, over the programs
+  std::size_t max_count = 0;      ///< largest program count (staging buffer)
+  bool any_rank_messages = false; ///< some rank's program sends or receives (every rank alike)
+  bool alternate = false;         ///< execution e uses shm copy e % 2
+  bool data_in_flag_line = false; ///< shm sits in the 56 bytes after the only flag
+  std::size_t copy_bytes = 0;     ///< bytes from one shm copy to the other
+  std::size_t slot_bytes = 0;     ///< this rank's part of the node segment
+  ir::runs runs;                  ///< the programs bound, in the order they run
+
+  /// One line: "flags 1, shm 64 B x 2 (alternating), scratch 0 B, slot 192 B, 2 programs, 1 execution per call".
+  [[nodiscard]] std::string to_string(std::size_t elem_size) const;
+};
+
+/// The layout of `lowered` (chunk program, then tail if any; `chunk` elements
+/// per chunk, `count` per call) for elements of `elem_size` bytes under the
+/// chunk limit `chunk_bytes`. Throws errc::invalid_argument when a program is
+/// not for `ranks` ranks.
+[[nodiscard]] plan_layout layout_of(const std::vector<ir::program>& lowered, std::size_t chunk, std::size_t count,
+                                    std::size_t elem_size, std::size_t chunk_bytes, int ranks);
+
+}  // namespace collc::mpi
+
+#if COLLC_HEADER_ONLY
+#include <collc/backend/mpi/layout.ipp>
+#endif

@@ -1,0 +1,41 @@
+#pragma once
+/// \file
+/// How every wait of a plan waits (a signal, a message, a send's completion):
+/// spin with the CPU's pause hint for `spin` polls, since with a core per rank
+/// the peer's answer is a cache-line transfer away; then yield the core
+/// between polls, since on an oversubscribed node the peer needs this core to
+/// make progress; and about every millisecond hand the time waited so far to
+/// `slow`, which looks for failed or mismatched peers and the timeout (and may
+/// throw). Nothing here knows about plans.
+#include <chrono>
+#include <thread>
+
+namespace collc::mpi {
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+template <class Ready, class Slow>
+void wait_until(unsigned spin, Ready ready, Slow slow) {
+  for (unsigned i = 0; i < spin; ++i) {
+    if (ready()) return;
+    cpu_relax();
+  }
+  using clock = std::chrono::steady_clock;
+  const auto t0 = clock::now();
+  auto last = t0;
+  while (!ready()) {
+    std::this_thread::yield();
+    const auto now = clock::now();
+    if (now - last < std::chrono::milliseconds(1) || ready()) continue;
+    last = now;
+    slow(std::chrono::duration<double>(now - t0).count());
+  }
+}
+
+}  // namespace collc::mpi
