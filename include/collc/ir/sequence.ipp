@@ -1,0 +1,163 @@
+#pragma once
+// Definitions of ir/sequence.hpp.
+#include <collc/ir/sequence.hpp>
+
+#include <collc/error.hpp>
+#include <collc/ir/passes.hpp>
+#include <collc/ir/program.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace collc::ir {
+
+COLLC_INLINE std::vector<std::size_t> runs::sequence(int calls, std::size_t max_chunks) const {
+  std::vector<std::size_t> order;
+  int last = -1;
+  for (int c = 0; c < calls; ++c)
+    for (std::size_t i = 0; i < executions_per_call; ++i) {
+      if (i < full_chunks && i >= max_chunks) continue;  // the same chunk program again
+      const std::size_t k = program_for(i, last);
+      order.push_back(k);
+      last = static_cast<int>(k);
+    }
+  return order;
+}
+
+COLLC_INLINE program alternating_waits(program p) {
+  for (int r = 0; r < p.ranks; ++r)
+    for (auto& ins : p.code[static_cast<std::size_t>(r)])
+      if (auto* w = std::get_if<wait>(&ins))
+        w->value = alternating_wait_value(w->value, p.signals_per_execution(w->peer, w->flag));
+  return p;
+}
+
+COLLC_INLINE program guarded(program p, int flags) {
+  p.flags = std::max(p.flags, flags);
+  for (int r = 0; r < p.ranks; ++r) {
+    rank_program entry;
+    for (int q = 0; q < p.ranks; ++q)
+      if (q != r && p.same_node(r, q))
+        for (int f = 0; f < flags; ++f) entry.push_back(wait{q, f, 0});
+    if (entry.empty()) continue;
+    auto& code = p.code[static_cast<std::size_t>(r)];
+    code.insert(code.begin(), entry.begin(), entry.end());
+  }
+  p.name += " (guarded)";
+  return p;
+}
+
+COLLC_INLINE bool in_place_safe(const program& p) {
+  using range = std::pair<std::size_t, std::size_t>;  // [first, last) in recv coordinates
+  const auto overlaps = [](const std::vector<range>& set, range x) {
+    for (auto [lo, hi] : set)
+      if (lo < x.second && x.first < hi) return true;
+    return false;
+  };
+  if (p.coll == collective::bcast) return true;  // one buffer: nothing to alias
+  for (int r = 0; r < p.ranks; ++r) {
+    if (p.coll == collective::reduce && r != p.root) continue;  // off the root reduce never runs in place
+    const std::size_t shift = p.coll == collective::allgather ? p.stride() * static_cast<std::size_t>(r) : 0;
+    std::vector<range> written, in_flight;
+    const auto reads_send = [&](const ref& x, std::size_t n, const ref* dst) {
+      if (x.buf != buffer::send) return true;
+      const range s{shift + x.offset, shift + x.offset + n};
+      if (overlaps(written, s)) return false;
+      // Element-for-element aliasing of the destination is fine; a shifted overlap is not.
+      if (dst && dst->buf == buffer::recv && s.first != dst->offset && overlaps({{dst->offset, dst->offset + n}}, s))
+        return false;
+      return true;
+    };
+    const auto writes_recv = [&](const ref& x, std::size_t n) {
+      if (x.buf != buffer::recv) return true;
+      const range w{x.offset, x.offset + n};
+      if (overlaps(in_flight, w)) return false;
+      written.push_back(w);
+      return true;
+    };
+    for (const auto& ins : p.code[static_cast<std::size_t>(r)]) {
+      bool ok = true;
+      if (std::holds_alternative<fence>(ins)) {
+        in_flight.clear();
+      } else if (const auto* c = std::get_if<copy>(&ins)) {
+        ok = reads_send(c->src, c->count, &c->dst) && writes_recv(c->dst, c->count);
+      } else if (const auto* d = std::get_if<reduce>(&ins)) {
+        ok =
+            reads_send(d->a, d->count, &d->dst) && reads_send(d->b, d->count, &d->dst) && writes_recv(d->dst, d->count);
+      } else if (const auto* s = std::get_if<send>(&ins)) {
+        ok = reads_send(s->src, s->count, nullptr);
+        if (ok && s->src.buf == buffer::send)
+          in_flight.push_back({shift + s->src.offset, shift + s->src.offset + s->count});
+      } else if (const auto* v = std::get_if<recv>(&ins)) {
+        if (v->dst.buf == buffer::recv) ok = !overlaps(written, {v->dst.offset, v->dst.offset + v->count});
+        ok = ok && writes_recv(v->dst, v->count);
+      }
+      if (!ok) return false;
+    }
+  }
+  return true;
+}
+
+COLLC_INLINE chunked lower_in_chunks(std::size_t count, std::size_t elem_size, std::size_t blocks,
+                                     std::size_t chunk_bytes, const chunk_lowering& lower) {
+  chunked out;
+  if (count == 0) return out;
+  const std::size_t granule = elem_size <= 64 && 64 % elem_size == 0 ? 64 / elem_size : 1;
+  std::size_t c = std::max(granule, chunk_bytes / elem_size / blocks / granule * granule);
+  c = std::min(c, count);
+  program prog;
+  for (int tries = 0;; ++tries) {
+    prog = lower(c, c == count ? 0 : count);
+    const std::size_t need = std::max(prog.shm_count, prog.scratch_count) * elem_size;
+    if (need <= chunk_bytes || c <= granule || tries == 16) break;
+    std::size_t next =
+        static_cast<std::size_t>(static_cast<double>(c) * static_cast<double>(chunk_bytes) / static_cast<double>(need));
+    next = std::max(granule, next / granule * granule);
+    if (next >= c) next = c > granule ? c - granule : c;
+    c = next;
+  }
+  out.chunk = c;
+  out.programs.push_back(std::move(prog));
+  if (count % c != 0) out.programs.push_back(lower(count % c, count));
+  return out;
+}
+
+COLLC_INLINE bool alternates(const std::vector<program>& programs, std::size_t elem_size, std::size_t chunk_bytes) {
+  std::size_t shm = 0;
+  for (const auto& p : programs) {
+    shm = std::max(shm, p.shm_count);
+    for (const auto& code : p.code)
+      for (const auto& ins : code)
+        if (std::holds_alternative<send>(ins) || std::holds_alternative<recv>(ins)) return false;
+  }
+  const std::size_t data = shm * elem_size;
+  return data > 0 && data <= alternate_max_bytes && 2 * data <= chunk_bytes;
+}
+
+COLLC_INLINE runs make_runs(chunked lowered, std::size_t count, bool alternate) {
+  runs out;
+  out.chunk = lowered.chunk;
+  if (lowered.programs.empty()) return out;  // count 0: nothing runs
+  out.full_chunks = count / lowered.chunk;
+  out.executions_per_call = out.full_chunks + (lowered.programs.size() > 1 ? 1 : 0);
+  out.alternate = alternate;
+  int flags = 0;
+  for (const auto& p : lowered.programs) {
+    flags = std::max(flags, p.flags);
+    out.in_place = out.in_place && in_place_safe(p);
+  }
+  for (const auto& p : lowered.programs) out.programs.push_back(alternate ? alternating_waits(p) : p);
+  if (lowered.programs.size() > 1) {
+    out.programs.push_back(guarded(lowered.programs[0], flags));
+    out.programs.push_back(guarded(lowered.programs[1], flags));
+  }
+  return out;
+}
+
+}  // namespace collc::ir
