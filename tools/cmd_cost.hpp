@@ -14,7 +14,6 @@
 #include <fmt/core.h>
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -53,25 +52,6 @@ struct cost_row {
 
 namespace detail {
 
-inline double parse_positive_double(std::string_view flag, std::string_view text, bool allow_zero) {
-  double v = 0;
-  const auto* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc{} || ptr != end || !std::isfinite(v) || v < 0 || (!allow_zero && v == 0))
-    throw error(errc::invalid_argument,
-                fmt::format("{} expects a {} number, got '{}'", flag, allow_zero ? "non-negative" : "positive", text));
-  return v;
-}
-
-inline long long parse_int_in(std::string_view flag, std::string_view text, long long lo, long long hi) {
-  long long v = 0;
-  const auto* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (text.empty() || ec != std::errc{} || ptr != end || v < lo || v > hi)
-    throw error(errc::invalid_argument, fmt::format("{} expects an integer in [{}, {}], got '{}'", flag, lo, hi, text));
-  return v;
-}
-
 // Enumerations larger than this are searched in a restricted form (see
 // cost_search) so one call stays well under a second at P = 65536.
 inline constexpr std::uint64_t search_limit = 200000;
@@ -83,15 +63,13 @@ inline cost_options parse_cost_options(std::span<const std::string_view> args) {
   for (option_cursor opt(args); opt.more(); opt.advance()) {
     const std::string_view a = opt.name();
     auto next = [&]() -> std::string_view { return opt.value(); };
-    using detail::parse_int_in;
-    using detail::parse_positive_double;
     if (a == "--ranks") {
-      o.ranks = static_cast<int>(parse_int_in(a, next(), 1, 65536));
+      o.ranks = parse_int(a, next(), 1, 65536);
     } else if (a == "--bytes") {
-      o.bytes = static_cast<std::size_t>(parse_int_in(a, next(), 0, 1LL << 40));
+      o.bytes = parse_size(a, next(), 0, std::uint64_t{1} << 40);
       o.bytes_given = true;
     } else if (a == "--ranks-per-node") {
-      o.ranks_per_node = static_cast<int>(parse_int_in(a, next(), 1, 65536));
+      o.ranks_per_node = parse_int(a, next(), 1, 65536);
     } else if (a == "--collective") {
       const auto v = next();
       bool found = false;
@@ -114,19 +92,19 @@ inline cost_options parse_cost_options(std::span<const std::string_view> args) {
     } else if (a == "--csv") {
       o.csv = true;
     } else if (a == "--alpha") {
-      o.model.alpha_net = parse_positive_double(a, next(), true);
+      o.model.alpha_net = parse_nonnegative(a, next(), true);
     } else if (a == "--beta") {
-      o.model.beta_net = parse_positive_double(a, next(), true);
+      o.model.beta_net = parse_nonnegative(a, next(), true);
     } else if (a == "--gamma") {
-      o.model.gamma = parse_positive_double(a, next(), true);
+      o.model.gamma = parse_nonnegative(a, next(), true);
     } else if (a == "--alpha-sync") {
-      o.model.alpha_sync = parse_positive_double(a, next(), true);
+      o.model.alpha_sync = parse_nonnegative(a, next(), true);
     } else if (a == "--beta-copy") {
-      o.model.beta_copy = parse_positive_double(a, next(), true);
+      o.model.beta_copy = parse_nonnegative(a, next(), true);
     } else if (a == "--shm-bandwidth") {
-      o.model.shm_bandwidth = parse_positive_double(a, next(), false);
+      o.model.shm_bandwidth = parse_nonnegative(a, next(), false);
     } else {
-      throw error(errc::invalid_argument, fmt::format("unknown option '{}'", opt.raw()));
+      throw unknown_option(opt.raw());
     }
   }
   if (o.ranks == 0) throw error(errc::invalid_argument, "--ranks P is required");

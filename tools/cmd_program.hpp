@@ -12,7 +12,6 @@
 // again by verify, instead of running out of memory after minutes.
 #include <fmt/core.h>
 
-#include <charconv>
 #include <cstdint>
 #include <fstream>
 #include <span>
@@ -47,22 +46,13 @@ struct program_options {
   std::string dot;
 };
 
-inline long long parse_integer(std::string_view flag, std::string_view text, long long lo, long long hi) {
-  long long v = 0;
-  const auto* end = text.data() + text.size();
-  auto [ptr, ec] = std::from_chars(text.data(), end, v);
-  if (ec != std::errc{} || ptr != end || v < lo || v > hi)
-    throw error(errc::invalid_argument, fmt::format("{} expects an integer in [{}, {}], got '{}'", flag, lo, hi, text));
-  return v;
-}
-
 inline program_options parse_program_options(std::span<const std::string_view> args) {
   program_options o;
   for (option_cursor opt(args); opt.more(); opt.advance()) {
     const std::string_view a = opt.name();
     auto next = [&]() -> std::string_view { return opt.value(); };
     if (a == "--ranks") {
-      o.ranks = static_cast<int>(parse_integer(a, next(), 1, 1 << 16));
+      o.ranks = parse_int(a, next(), 1, 1 << 16);
     } else if (a == "--factors") {
       o.factors = std::string(next());
       o.factors_given = true;
@@ -90,16 +80,16 @@ inline program_options parse_program_options(std::span<const std::string_view> a
             errc::invalid_argument,
             fmt::format("--collective must be allreduce, reduce_scatter, allgather, reduce or bcast, got '{}'", v));
     } else if (a == "--count") {
-      o.count = static_cast<std::size_t>(parse_integer(a, next(), 0, 1LL << 40));
+      o.count = parse_integer<std::size_t>(a, next(), 0, std::size_t{1} << 40);
       o.count_given = true;
     } else if (a == "--root") {
-      o.root = static_cast<int>(parse_integer(a, next(), 0, 1 << 16));
+      o.root = parse_int(a, next(), 0, 1 << 16);
     } else if (a == "--ranks-per-node") {
-      o.ranks_per_node = static_cast<int>(parse_integer(a, next(), 1, 1 << 16));
+      o.ranks_per_node = parse_int(a, next(), 1, 1 << 16);
     } else if (a == "--arity") {
-      o.arity = static_cast<int>(parse_integer(a, next(), 0, 1 << 16));
+      o.arity = parse_int(a, next(), 0, 1 << 16);
     } else if (a == "--roots") {
-      o.roots = static_cast<int>(parse_integer(a, next(), 1, 1 << 16));
+      o.roots = parse_int(a, next(), 1, 1 << 16);
     } else if (a == "--fold") {
       o.fold = true;
     } else if (a == "--op") {
@@ -114,13 +104,13 @@ inline program_options parse_program_options(std::span<const std::string_view> a
     } else if (a == "--in-place") {
       o.in_place = true;
     } else if (a == "--executions") {
-      o.executions = static_cast<int>(parse_integer(a, next(), 1, 16));
+      o.executions = parse_int(a, next(), 1, 16);
     } else if (a == "--memory-limit") {
-      o.memory_limit = static_cast<std::uint64_t>(parse_integer(a, next(), 0, 1 << 20)) << 30;
+      o.memory_limit = parse_integer<std::uint64_t>(a, next(), 0, std::uint64_t{1} << 20) << 30;
     } else if (a == "--dot") {
       o.dot = std::string(next());
     } else {
-      throw error(errc::invalid_argument, fmt::format("unknown option '{}'", opt.raw()));
+      throw unknown_option(opt.raw());
     }
   }
   if (o.ranks == 0) throw error(errc::invalid_argument, "--ranks P is required");
@@ -223,7 +213,7 @@ inline int run_verify(std::span<const std::string_view> args) {
                                    "no race, no deadlock";
   fmt::print("{} {} on {} ranks, {} elements, {} instructions, {} executions{}: {}\n", p.name, to_string(p.coll),
              p.ranks, p.count, instructions, o.executions, o.in_place ? ", in place" : "",
-             v ? "verified (" + proved + ")" : "FAILED: " + v.to_string());
+             v ? fmt::format("verified ({})", proved) : fmt::format("FAILED: {}", v.to_string()));
   write_dot(o, p);
   return v ? 0 : 1;
 }

@@ -28,33 +28,6 @@
 
 namespace collc::tool {
 
-/// "1M", "64K", "512", "2G" (powers of 1024; a trailing B or iB is allowed).
-inline std::size_t parse_bytes(std::string_view flag, std::string_view text) {
-  std::string t(text);
-  std::size_t mul = 1;
-  auto strip = [&](std::string_view suffix) {
-    if (t.size() > suffix.size() && std::string_view(t).ends_with(suffix)) {
-      t.resize(t.size() - suffix.size());
-      return true;
-    }
-    return false;
-  };
-  if (!strip("iB")) strip("B");
-  if (strip("K") || strip("k"))
-    mul = std::size_t{1} << 10;
-  else if (strip("M"))
-    mul = std::size_t{1} << 20;
-  else if (strip("G"))
-    mul = std::size_t{1} << 30;
-  std::size_t v = 0;
-  const auto* end = t.data() + t.size();
-  auto [ptr, ec] = std::from_chars(t.data(), end, v);
-  if (t.empty() || ec != std::errc{} || ptr != end || v > (std::size_t{1} << 40) / mul)
-    throw error(errc::invalid_argument,
-                fmt::format("{} expects a byte count like 4096, 64K or 1M (at most 1T), got '{}'", flag, text));
-  return v * mul;
-}
-
 inline std::string bytes_text(std::size_t b) {
   if (b >= (std::size_t{1} << 20) && b % (std::size_t{1} << 20) == 0) return fmt::format("{} MiB", b >> 20);
   if (b >= 1024 && b % 1024 == 0) return fmt::format("{} KiB", b >> 10);
@@ -75,22 +48,17 @@ inline int run_select(std::span<const std::string_view> args) {
       topology = std::string(next());
       topology_given = true;
     } else if (a == "--ranks") {
-      ranks = static_cast<int>(parse_integer(a, next(), 1, 1 << 16));
+      ranks = parse_int(a, next(), 1, 1 << 16);
     } else if (a == "--ranks-per-node") {
-      ranks_per_node = static_cast<int>(parse_integer(a, next(), 1, 1 << 16));
+      ranks_per_node = parse_int(a, next(), 1, 1 << 16);
     } else if (a == "--bytes") {
-      bytes = parse_bytes(a, next());
+      bytes = parse_size(a, next(), 0, std::uint64_t{1} << 40);
     } else if (a == "--chunk-bytes") {
-      opt.chunk_bytes = parse_bytes(a, next());
-      if (opt.chunk_bytes < 64) throw error(errc::invalid_argument, "--chunk-bytes must be at least 64");
+      opt.chunk_bytes = parse_size(a, next(), 64, std::uint64_t{1} << 40);
     } else if (a == "--top") {
-      top = static_cast<int>(parse_integer(a, next(), 1, 1000));
+      top = parse_int(a, next(), 1, 1000);
     } else if (a == "--tolerance") {
-      const std::string v(next());
-      char* end = nullptr;
-      opt.tie_tolerance = std::strtod(v.c_str(), &end);
-      if (v.empty() || *end != '\0' || !(opt.tie_tolerance >= 0) || opt.tie_tolerance > 10)
-        throw error(errc::invalid_argument, fmt::format("--tolerance expects a number in [0, 10], got '{}'", v));
+      opt.tie_tolerance = parse_number(a, next(), 0, 10);
     } else if (a == "--sweep") {
       sweep = true;
     } else if (a == "--collective") {
@@ -113,7 +81,7 @@ inline int run_select(std::span<const std::string_view> args) {
         throw error(errc::invalid_argument,
                     fmt::format("--op must be sum, prod, min, max or matmul (non-commutative), got '{}'", v));
     } else {
-      throw error(errc::invalid_argument, fmt::format("unknown option '{}'", cur.raw()));
+      throw unknown_option(cur.raw());
     }
   }
   if (ranks == 0) throw error(errc::invalid_argument, "--ranks P is required");
@@ -154,7 +122,10 @@ inline int run_select(std::span<const std::string_view> args) {
     prev = size;
   }
   std::string radices;
-  for (int r : node.rank_radices(L)) radices += (radices.empty() ? "" : ",") + std::to_string(r);
+  for (int r : node.rank_radices(L)) {
+    if (!radices.empty()) radices += ',';
+    radices += std::to_string(r);
+  }
   fmt::print("ranks: {} = {} node(s) x {} (bound compactly); rank-order hierarchy: {} -> radices {{{}}}\n", ranks, N, L,
              hierarchy.empty() ? "none" : hierarchy, radices);
   fmt::print("{}, {} operator\n", to_string(coll), commutative ? "commutative" : "non-commutative");

@@ -18,6 +18,7 @@
 
 #include <collc/error.hpp>
 #include <collc/wisdom.hpp>
+#include "options.hpp"
 
 namespace collc::tool {
 
@@ -26,16 +27,11 @@ inline int run_wisdom(std::span<const std::string_view> args) {
     throw error(errc::invalid_argument, "usage: collc wisdom show|clear [--file PATH] (default: $COLLC_WISDOM)");
   const std::string_view action = args[0];
   std::optional<std::filesystem::path> file = wisdom_path_from_env();
-  for (std::size_t i = 1; i < args.size(); ++i) {
-    std::string_view a = args[i];
-    if (a.starts_with("--file=")) {
-      file = std::string(a.substr(7));
-    } else if (a == "--file") {
-      if (i + 1 >= args.size()) throw error(errc::invalid_argument, "--file needs a value");
-      file = std::string(args[++i]);
-    } else {
-      throw error(errc::invalid_argument, fmt::format("unknown option '{}'", a));
-    }
+  for (option_cursor opt(args.subspan(1)); opt.more(); opt.advance()) {
+    if (opt.name() == "--file")
+      file = std::string(opt.value());
+    else
+      throw unknown_option(opt.raw());
   }
   if (!file) throw error(errc::invalid_argument, "no wisdom file: set COLLC_WISDOM or pass --file PATH");
   std::vector<std::string> warnings;

@@ -27,7 +27,7 @@ struct command {
 // Subcommands register here (one line each).
 constexpr command commands[] = {
     {"help", "list the commands", nullptr},
-    {"factors", "count and list factor sets for P ranks", run_factors},
+    {"factors", "count and list factor sets for P ranks", collc::tool::run_factors},
     {"show", "print each rank's program for a schedule (--dot FILE: Graphviz data flow)", collc::tool::run_show},
     {"verify", "lower a schedule and verify it (operand order, identical results, races, deadlock)",
      collc::tool::run_verify},

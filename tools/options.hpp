@@ -1,15 +1,26 @@
 #pragma once
-// Walks a subcommand's arguments as options: "--name value" or "--name=value".
+// What every subcommand parses its arguments with: options as "--name value"
+// or "--name=value", and their values as integers, byte sizes and numbers,
+// each refused with one wording that names the option and the bad value:
+//
+//   --ranks expects an integer in [1, 65536], got '0'
+//   --bytes expects a size like 4096, 64K or 1M in [0, 1099511627776], got '1X'
+//   --alpha expects a non-negative number, got '-1'
 //
 //   for (collc::tool::option_cursor opt(args); opt.more(); opt.advance()) {
-//     if (opt.name() == "--ranks") ranks = parse(opt.value());
-//     else throw unknown(opt.raw());
+//     if (opt.name() == "--ranks") ranks = parse_integer(opt.name(), opt.value(), 1, 65536);
+//     else throw unknown_option(opt.raw());
 //   }
 #include <fmt/core.h>
 
+#include <charconv>
+#include <cmath>
+#include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string_view>
+#include <system_error>
 
 #include <collc/error.hpp>
 
@@ -24,7 +35,8 @@ class option_cursor {
     ++i_;
     split();
   }
-  /// The option's name ("--ranks" for both "--ranks 4" and "--ranks=4").
+  /// The option's name ("--ranks" for both "--ranks 4" and "--ranks=4"); a
+  /// positional argument as given.
   [[nodiscard]] std::string_view name() const { return name_; }
   /// The argument as given, for error messages.
   [[nodiscard]] std::string_view raw() const { return args_[i_]; }
@@ -52,5 +64,77 @@ class option_cursor {
   std::string_view name_, inline_;
   bool has_inline_ = false;
 };
+
+/// "unknown option '--frobnicate'"
+inline error unknown_option(std::string_view raw) {
+  return error(errc::invalid_argument, fmt::format("unknown option '{}'", raw));
+}
+
+/// The decimal integer `text` (no sign for unsigned T, no '+') in [lo, hi],
+/// the value of `option` (or a positional argument's name, e.g. "P").
+template <std::integral T>
+T parse_integer(std::string_view option, std::string_view text, T lo, T hi) {
+  T v{};
+  const auto* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc{} || ptr != end || v < lo || v > hi)
+    throw error(errc::invalid_argument,
+                fmt::format("{} expects an integer in [{}, {}], got '{}'", option, lo, hi, text));
+  return v;
+}
+
+/// An int option in [lo, hi] (the common case: ranks, roots, counts of things).
+inline int parse_int(std::string_view option, std::string_view text, int lo, int hi) {
+  return parse_integer<int>(option, text, lo, hi);
+}
+
+/// A byte size in [lo, hi]: "4096", "64K" (or "64k"), "1M", "2G", each
+/// optionally followed by "B" or "iB"; the suffixes are powers of 1024.
+inline std::uint64_t parse_size(std::string_view option, std::string_view text, std::uint64_t lo, std::uint64_t hi) {
+  std::string_view t = text;
+  const auto strip = [&](std::string_view suffix) {
+    if (t.size() > suffix.size() && t.ends_with(suffix)) {
+      t.remove_suffix(suffix.size());
+      return true;
+    }
+    return false;
+  };
+  if (!strip("iB")) strip("B");
+  std::uint64_t mul = 1;
+  if (strip("K") || strip("k"))
+    mul = std::uint64_t{1} << 10;
+  else if (strip("M"))
+    mul = std::uint64_t{1} << 20;
+  else if (strip("G"))
+    mul = std::uint64_t{1} << 30;
+  std::uint64_t v = 0;
+  const auto* end = t.data() + t.size();
+  const auto [ptr, ec] = std::from_chars(t.data(), end, v);
+  if (t.empty() || ec != std::errc{} || ptr != end || v > hi / mul || v * mul < lo)
+    throw error(errc::invalid_argument,
+                fmt::format("{} expects a size like 4096, 64K or 1M in [{}, {}], got '{}'", option, lo, hi, text));
+  return v * mul;
+}
+
+/// A finite number >= 0 (`allow_zero` false: > 0).
+inline double parse_nonnegative(std::string_view option, std::string_view text, bool allow_zero) {
+  double v = 0;
+  const auto* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc{} || ptr != end || !std::isfinite(v) || v < 0 || (!allow_zero && v == 0))
+    throw error(errc::invalid_argument, fmt::format("{} expects a {} number, got '{}'", option,
+                                                    allow_zero ? "non-negative" : "positive", text));
+  return v;
+}
+
+/// A number in [lo, hi].
+inline double parse_number(std::string_view option, std::string_view text, double lo, double hi) {
+  double v = 0;
+  const auto* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (text.empty() || ec != std::errc{} || ptr != end || !(v >= lo && v <= hi))
+    throw error(errc::invalid_argument, fmt::format("{} expects a number in [{}, {}], got '{}'", option, lo, hi, text));
+  return v;
+}
 
 }  // namespace collc::tool
