@@ -120,7 +120,7 @@ struct alignas(128) padded_flag {
 struct local_aborted {};
 
 inline std::string describe(const ir::ref& r) {
-  return std::string(ir::to_string(r.buf)) + "[" + std::to_string(r.owner) + "]+" + std::to_string(r.offset);
+  return collc::detail::cat(ir::to_string(r.buf), "[", r.owner, "]+", r.offset);
 }
 
 inline std::string_view instruction_name(const ir::instruction& ins) {
@@ -130,8 +130,7 @@ inline std::string_view instruction_name(const ir::instruction& ins) {
 
 /// Prefix of every error about instruction `i` of rank `r`.
 inline std::string where(int r, std::size_t i, const ir::instruction& ins) {
-  return "local executor: rank " + std::to_string(r) + ", instruction " + std::to_string(i) + " (" +
-         std::string(instruction_name(ins)) + ")";
+  return collc::detail::cat("local executor: rank ", r, ", instruction ", i, " (", instruction_name(ins), ")");
 }
 
 /// Checks everything about a program that would otherwise corrupt memory or
@@ -143,18 +142,15 @@ inline std::string where(int r, std::size_t i, const ir::instruction& ins) {
 /// program correct (ordering, completeness: that is collc::verify).
 inline void validate_for_local(const ir::program& p) {
   auto fail = [](const std::string& msg) { throw collc::error(errc::invalid_argument, msg); };
-  if (p.ranks < 1) fail("local executor: program has " + std::to_string(p.ranks) + " ranks, need at least 1");
+  if (p.ranks < 1) fail(collc::detail::cat("local executor: program has ", p.ranks, " ranks, need at least 1"));
   if (p.code.size() != static_cast<std::size_t>(p.ranks))
-    fail("local executor: program has code for " + std::to_string(p.code.size()) + " ranks, expected " +
-         std::to_string(p.ranks));
+    fail(collc::detail::cat("local executor: program has code for ", p.code.size(), " ranks, expected ", p.ranks));
   if (!p.node_of.empty() && p.node_of.size() != static_cast<std::size_t>(p.ranks))
-    fail("local executor: node_of has " + std::to_string(p.node_of.size()) + " entries, expected " +
-         std::to_string(p.ranks));
-  if (p.flags < 0) fail("local executor: program has " + std::to_string(p.flags) + " flags per rank");
+    fail(collc::detail::cat("local executor: node_of has ", p.node_of.size(), " entries, expected ", p.ranks));
+  if (p.flags < 0) fail(collc::detail::cat("local executor: program has ", p.flags, " flags per rank"));
   if (p.coll == collective::reduce || p.coll == collective::bcast)
     if (p.root < 0 || p.root >= p.ranks)
-      fail("local executor: root " + std::to_string(p.root) + " out of range for " + std::to_string(p.ranks) +
-           " ranks");
+      fail(collc::detail::cat("local executor: root ", p.root, " out of range for ", p.ranks, " ranks"));
 
   for (int r = 0; r < p.ranks; ++r) {
     const auto& code = p.code[static_cast<std::size_t>(r)];
@@ -162,30 +158,29 @@ inline void validate_for_local(const ir::program& p) {
       const auto& ins = code[i];
       auto check_rank = [&](int q, const char* what) {
         if (q < 0 || q >= p.ranks)
-          fail(where(r, i, ins) + ": " + what + " " + std::to_string(q) + " out of range for " +
-               std::to_string(p.ranks) + " ranks");
+          fail(collc::detail::cat(where(r, i, ins), ": ", what, " ", q, " out of range for ", p.ranks, " ranks"));
       };
       auto check_ref = [&](const ir::ref& x, std::size_t n, const char* role, bool written) {
         check_rank(x.owner, role);
         if (x.buf == ir::buffer::shm ? !p.same_node(x.owner, r) : x.owner != r)
-          fail(where(r, i, ins) + ": " + role + " " + describe(x) + " belongs to a rank this rank cannot access");
+          fail(collc::detail::cat(where(r, i, ins), ": ", role, " ", describe(x),
+                                  " belongs to a rank this rank cannot access"));
         if (written && x.buf == ir::buffer::send)
-          fail(where(r, i, ins) + ": " + role + " " + describe(x) + " writes into the send buffer");
+          fail(collc::detail::cat(where(r, i, ins), ": ", role, " ", describe(x), " writes into the send buffer"));
         const std::size_t cap = p.capacity(x.buf);
         if (x.offset > cap || n > cap - x.offset)
-          fail(where(r, i, ins) + ": " + role + " " + describe(x) + " count " + std::to_string(n) + " exceeds " +
-               std::string(ir::to_string(x.buf)) + " capacity " + std::to_string(cap));
+          fail(collc::detail::cat(where(r, i, ins), ": ", role, " ", describe(x), " count ", n, " exceeds ",
+                                  ir::to_string(x.buf), " capacity ", cap));
       };
       auto check_overlap = [&](const ir::ref& d, const ir::ref& s, std::size_t n, const char* role) {
         if (n == 0 || d.buf != s.buf || d.owner != s.owner || d.offset == s.offset) return;
         if (d.offset < s.offset + n && s.offset < d.offset + n)
-          fail(where(r, i, ins) + ": dst " + describe(d) + " partially overlaps " + role + " " + describe(s) +
-               " (count " + std::to_string(n) + ")");
+          fail(collc::detail::cat(where(r, i, ins), ": dst ", describe(d), " partially overlaps ", role, " ",
+                                  describe(s), " (count ", n, ")"));
       };
       auto check_flag = [&](int f) {
         if (f < 0 || f >= p.flags)
-          fail(where(r, i, ins) + ": flag " + std::to_string(f) + " out of range for " + std::to_string(p.flags) +
-               " flags");
+          fail(collc::detail::cat(where(r, i, ins), ": flag ", f, " out of range for ", p.flags, " flags"));
       };
       if (const auto* c = std::get_if<ir::copy>(&ins)) {
         check_ref(c->dst, c->count, "dst", true);
@@ -203,12 +198,11 @@ inline void validate_for_local(const ir::program& p) {
         check_rank(w->peer, "peer");
         check_flag(w->flag);
         if (!p.same_node(w->peer, r))
-          fail(where(r, i, ins) + ": peer " + std::to_string(w->peer) + " is on another node");
+          fail(collc::detail::cat(where(r, i, ins), ": peer ", w->peer, " is on another node"));
         const std::int64_t signals = p.signals_per_execution(w->peer, w->flag);
         if (w->value > signals)
-          fail(where(r, i, ins) + ": waits for signal " + std::to_string(w->value) + " of flag " +
-               std::to_string(w->flag) + " of rank " + std::to_string(w->peer) + ", which signals it only " +
-               std::to_string(signals) + " times per execution");
+          fail(collc::detail::cat(where(r, i, ins), ": waits for signal ", w->value, " of flag ", w->flag, " of rank ",
+                                  w->peer, ", which signals it only ", signals, " times per execution"));
       } else if (const auto* sd = std::get_if<ir::send>(&ins)) {
         check_rank(sd->peer, "peer");
         check_ref(sd->src, sd->count, "src", false);
@@ -247,9 +241,10 @@ class runner {
   explicit runner(ir::program prog, Op op = {}, options opt = {}) : s_(std::make_unique<state>()) {
     detail::validate_for_local(prog);
     if (prog.commutative_only && !commutative_v<Op>)
-      throw collc::error(errc::not_commutative, "local executor: program \"" + prog.name +
-                                                    "\" is correct only for commutative operators, and the "
-                                                    "operator does not declare collc::commutative");
+      throw collc::error(errc::not_commutative,
+                         collc::detail::cat("local executor: program \"", prog.name,
+                                            "\" is correct only for commutative operators, and the "
+                                            "operator does not declare collc::commutative"));
     s_->prog = std::move(prog);
     s_->op = std::move(op);
     s_->opt = opt;
@@ -284,9 +279,9 @@ class runner {
   void run(std::span<const rank_buffers<T>> buffers) {
     const auto ranks = static_cast<std::size_t>(s_->prog.ranks);
     if (buffers.size() % ranks != 0)
-      throw collc::error(errc::invalid_argument, "local executor: " + std::to_string(buffers.size()) +
-                                                     " rank buffers is not a multiple of " + std::to_string(ranks) +
-                                                     " ranks");
+      throw collc::error(errc::invalid_argument,
+                         collc::detail::cat("local executor: ", buffers.size(), " rank buffers is not a multiple of ",
+                                            ranks, " ranks"));
     const std::size_t executions = buffers.size() / ranks;
     if (executions == 0) return;
     std::vector<std::thread> threads;
@@ -323,21 +318,18 @@ class runner {
     const auto& p = s_->prog;
     const auto ranks = static_cast<std::size_t>(p.ranks);
     const std::size_t need_send = p.send_count(), need_recv = p.recv_count();
-    auto where = [&] { return "local executor: execution " + std::to_string(execution) + ": "; };
+    auto where = [&] { return collc::detail::cat("local executor: execution ", execution, ": "); };
     if (recv.size() != ranks || (send.size() != ranks && !(need_send == 0 && send.empty())))
-      throw collc::error(errc::invalid_argument, where() + std::to_string(send.size()) + " send and " +
-                                                     std::to_string(recv.size()) + " recv buffers for " +
-                                                     std::to_string(ranks) + " ranks");
+      throw collc::error(errc::invalid_argument, collc::detail::cat(where(), send.size(), " send and ", recv.size(),
+                                                                    " recv buffers for ", ranks, " ranks"));
     for (std::size_t r = 0; r < ranks; ++r) {
       const bool has_send = !send.empty();
       if (has_send && send[r].size() < need_send)
-        throw collc::error(errc::invalid_argument, where() + "send buffer of rank " + std::to_string(r) + " has " +
-                                                       std::to_string(send[r].size()) + " elements, need " +
-                                                       std::to_string(need_send));
+        throw collc::error(errc::invalid_argument, collc::detail::cat(where(), "send buffer of rank ", r, " has ",
+                                                                      send[r].size(), " elements, need ", need_send));
       if (recv[r].size() < need_recv)
-        throw collc::error(errc::invalid_argument, where() + "recv buffer of rank " + std::to_string(r) + " has " +
-                                                       std::to_string(recv[r].size()) + " elements, need " +
-                                                       std::to_string(need_recv));
+        throw collc::error(errc::invalid_argument, collc::detail::cat(where(), "recv buffer of rank ", r, " has ",
+                                                                      recv[r].size(), " elements, need ", need_recv));
       out.push_back({has_send ? send[r].data() : nullptr, recv[r].data()});
     }
   }
@@ -346,9 +338,9 @@ class runner {
   /// send[e][r] and recv[e][r] are rank r's buffers in execution e.
   void run(std::span<const std::vector<std::vector<T>>> send, std::span<std::vector<std::vector<T>>> recv) {
     if (send.size() != recv.size())
-      throw collc::error(errc::invalid_argument, "local executor: " + std::to_string(send.size()) +
-                                                     " executions of send buffers but " + std::to_string(recv.size()) +
-                                                     " of recv buffers");
+      throw collc::error(errc::invalid_argument,
+                         collc::detail::cat("local executor: ", send.size(), " executions of send buffers but ",
+                                            recv.size(), " of recv buffers"));
     std::vector<rank_buffers<T>> b;
     for (std::size_t e = 0; e < send.size(); ++e) bind(send[e], recv[e], e, b);
     run(b);
@@ -407,10 +399,9 @@ class runner {
     for (int r = 0; r < s_->prog.ranks; ++r)
       for (const auto& [key, q] : s_->mail[r].queues)
         if (!q.empty()) {
-          s_->first_error = std::make_exception_ptr(
-              collc::error(errc::mismatch, "local executor: " + std::to_string(q.size()) + " message(s) from rank " +
-                                               std::to_string(key.first) + " to rank " + std::to_string(r) +
-                                               " with tag " + std::to_string(key.second) + " were never received"));
+          s_->first_error = std::make_exception_ptr(collc::error(
+              errc::mismatch, collc::detail::cat("local executor: ", q.size(), " message(s) from rank ", key.first,
+                                                 " to rank ", r, " with tag ", key.second, " were never received")));
           return;
         }
   }
@@ -446,9 +437,10 @@ class runner {
     if (n == 0 || d == s) return;
     const std::less<const T*> lt;
     if (lt(d, s + n) && lt(s, d + n))
-      throw collc::error(errc::invalid_argument, detail::where(r, i, ins) +
-                                                     ": destination partially overlaps a source in memory "
-                                                     "(send and recv bound to the same buffer?)");
+      throw collc::error(errc::invalid_argument,
+                         collc::detail::cat(detail::where(r, i, ins),
+                                            ": destination partially overlaps a source in memory "
+                                            "(send and recv bound to the same buffer?)"));
   }
 
   void execute_once(int r, std::int64_t epoch, const rank_buffers<T>& b) {
@@ -507,12 +499,12 @@ class runner {
     while (f.load(std::memory_order_acquire) < target) {
       if (s_->failed.load(std::memory_order_acquire)) throw detail::local_aborted{};
       if (std::chrono::steady_clock::now() - start > s_->opt.timeout)
-        throw collc::error(errc::timeout,
-                           detail::where(r, i, s_->prog.code[static_cast<std::size_t>(r)][i]) + ": flag " +
-                               std::to_string(w.flag) + " of rank " + std::to_string(w.peer) + " is at " +
-                               std::to_string(f.load(std::memory_order_acquire)) + ", waited for " +
-                               std::to_string(target) + " (execution " + std::to_string(epoch) + ", value " +
-                               std::to_string(w.value) + ") for " + std::to_string(s_->opt.timeout.count()) + " ms");
+        throw collc::error(
+            errc::timeout,
+            collc::detail::cat(detail::where(r, i, s_->prog.code[static_cast<std::size_t>(r)][i]), ": flag ", w.flag,
+                               " of rank ", w.peer, " is at ", f.load(std::memory_order_acquire), ", waited for ",
+                               target, " (execution ", epoch, ", value ", w.value, ") for ", s_->opt.timeout.count(),
+                               " ms"));
       std::this_thread::yield();
     }
   }
@@ -525,19 +517,19 @@ class runner {
     while (q.empty()) {
       if (s_->failed.load(std::memory_order_acquire)) throw detail::local_aborted{};
       if (box.cv.wait_until(lock, deadline) == std::cv_status::timeout && q.empty())
-        throw collc::error(errc::timeout, detail::where(r, i, s_->prog.code[static_cast<std::size_t>(r)][i]) +
-                                              ": no message from rank " + std::to_string(rv.peer) + " with tag " +
-                                              std::to_string(rv.tag) + " after " +
-                                              std::to_string(s_->opt.timeout.count()) + " ms");
+        throw collc::error(errc::timeout,
+                           collc::detail::cat(detail::where(r, i, s_->prog.code[static_cast<std::size_t>(r)][i]),
+                                              ": no message from rank ", rv.peer, " with tag ", rv.tag, " after ",
+                                              s_->opt.timeout.count(), " ms"));
     }
     message m = std::move(q.front());
     q.pop_front();
     lock.unlock();
     if (m.count != rv.count)
-      throw collc::error(errc::mismatch, detail::where(r, i, s_->prog.code[static_cast<std::size_t>(r)][i]) +
-                                             ": expects " + std::to_string(rv.count) + " elements from rank " +
-                                             std::to_string(rv.peer) + " with tag " + std::to_string(rv.tag) +
-                                             ", the matching send has " + std::to_string(m.count));
+      throw collc::error(errc::mismatch,
+                         collc::detail::cat(detail::where(r, i, s_->prog.code[static_cast<std::size_t>(r)][i]),
+                                            ": expects ", rv.count, " elements from rank ", rv.peer, " with tag ",
+                                            rv.tag, ", the matching send has ", m.count));
     detail::copy_elems(dst, static_cast<const T*>(m.data.data()), m.count);
   }
 };
@@ -555,7 +547,7 @@ void execute(const ir::program& prog, std::span<const std::vector<T>> send, std:
              int executions = 1, options opt = {}) {
   if (executions < 0)
     throw collc::error(errc::invalid_argument,
-                       "local executor: executions must be >= 0, got " + std::to_string(executions));
+                       collc::detail::cat("local executor: executions must be >= 0, got ", executions));
   runner<T, Op> run(prog, std::move(op), opt);
   std::vector<rank_buffers<T>> once, all;
   run.bind(send, recv, 0, once);

@@ -33,19 +33,20 @@ template <element T, class Op = plus>
 requires reduction_op<Op, T> std::vector<std::vector<T>> reference(collective coll, int ranks, std::size_t count,
                                                                    int root, std::span<const std::vector<T>> sends,
                                                                    const Op& op = {}) {
-  auto fail = [](const std::string& msg) { throw collc::error(errc::invalid_argument, "local reference: " + msg); };
-  if (ranks < 1) fail("ranks must be >= 1, got " + std::to_string(ranks));
+  auto fail = [](const std::string& msg) {
+    throw collc::error(errc::invalid_argument, collc::detail::cat("local reference: ", msg));
+  };
+  if (ranks < 1) fail(collc::detail::cat("ranks must be >= 1, got ", ranks));
   const auto P = static_cast<std::size_t>(ranks);
   const bool rooted = coll == collective::reduce || coll == collective::bcast;
   if (rooted && (root < 0 || root >= ranks))
-    fail("root " + std::to_string(root) + " out of range for " + std::to_string(ranks) + " ranks");
-  if (sends.size() != P) fail(std::to_string(sends.size()) + " send buffers for " + std::to_string(ranks) + " ranks");
+    fail(collc::detail::cat("root ", root, " out of range for ", ranks, " ranks"));
+  if (sends.size() != P) fail(collc::detail::cat(sends.size(), " send buffers for ", ranks, " ranks"));
   const std::size_t need = coll == collective::reduce_scatter ? count * P : count;
   for (std::size_t r = 0; r < P; ++r) {
     if (coll == collective::bcast && r != static_cast<std::size_t>(root)) continue;
     if (sends[r].size() < need)
-      fail("send buffer of rank " + std::to_string(r) + " has " + std::to_string(sends[r].size()) + " elements, need " +
-           std::to_string(need));
+      fail(collc::detail::cat("send buffer of rank ", r, " has ", sends[r].size(), " elements, need ", need));
   }
 
   // Left fold over ranks of the `count` elements starting at `offset` of each send buffer.
@@ -104,9 +105,9 @@ requires reduction_op<Op, T> std::vector<std::vector<T>> reference(const ir::pro
                                                                    std::span<const std::vector<T>> sends,
                                                                    const Op& op = {}) {
   if (prog.stride() != prog.count)
-    throw collc::error(errc::unsupported, "local reference: block_stride " + std::to_string(prog.block_stride) +
-                                              " differs from count " + std::to_string(prog.count) +
-                                              "; only dense blocks are supported");
+    throw collc::error(errc::unsupported,
+                       collc::detail::cat("local reference: block_stride ", prog.block_stride, " differs from count ",
+                                          prog.count, "; only dense blocks are supported"));
   return reference(prog.coll, prog.ranks, prog.count, prog.root, sends, op);
 }
 
