@@ -9,6 +9,7 @@
 // the same path through the collectives.
 #include "support.hpp"
 
+#include <collc/backend/mpi/registry.hpp>
 #include <collc/plan.hpp>
 
 #include <chrono>

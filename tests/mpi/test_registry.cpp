@@ -8,7 +8,7 @@ using collc::mpi::peer_report;
 using collc::mpi::registry_for;
 
 TEST_CASE("stamps pack a sequence number and a plan id", "[backend][mpi][registry]") {
-  using namespace collc::detail;
+  using namespace collc::mpi;
   const std::uint64_t s = pack_stamp(123456789, 42);
   CHECK(stamp_seq(s) == 123456789);
   CHECK(stamp_plan(s) == 42);

@@ -5,6 +5,7 @@
 // range (a new window); many plans alive at once each get their own range.
 #include "support.hpp"
 
+#include <collc/backend/mpi/registry.hpp>
 #include <collc/plan.hpp>
 
 #include <cstdint>

@@ -82,7 +82,7 @@ consteval plan_arg_kind plan_arg_kind_of() {
 /// says the fix; the compiler's note below it names the types involved).
 template <class T, class Op, class... A>
 consteval bool check_plan_args() {
-  constexpr auto count = [](plan_arg_kind k) { return ((plan_arg_kind_of<T, Op, A>() == k ? 1 : 0) + ... + 0); };
+  constexpr auto count = []([[maybe_unused]] plan_arg_kind k) { return ((plan_arg_kind_of<T, Op, A>() == k ? 1 : 0) + ... + 0); };
   static_assert(count(plan_arg_kind::other_operator) == 0,
                 "collc::make_*: this operator is not the plan's Op. Name the operator as the second template "
                 "argument: collc::make_allreduce<double, collc::max>(comm, n) (an operator object may follow: "
