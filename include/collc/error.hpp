@@ -12,17 +12,17 @@
 namespace collc {
 
 enum class errc {
-  invalid_argument,    ///< a parameter is out of range or malformed
-  invalid_factor_set,  ///< a factor set breaks a rule for this rank count / collective
-  overflow,            ///< a count or product does not fit in 64 bits
-  not_commutative,     ///< an algorithm needs a commutative operator
-  verification_failed, ///< a program failed collc::verify
-  parse_error,         ///< text form could not be parsed
-  mismatch,            ///< ranks disagree (different plans, counts, or call order)
-  timeout,             ///< a wait exceeded COLLC_TIMEOUT
-  unsupported,         ///< valid request that this build cannot serve
-  mpi_error,           ///< the MPI library reported an error
-  io_error,            ///< a file could not be read or written
+  invalid_argument,     ///< a parameter is out of range or malformed
+  invalid_factor_set,   ///< a factor set breaks a rule for this rank count / collective
+  overflow,             ///< a count or product does not fit in 64 bits
+  not_commutative,      ///< an algorithm needs a commutative operator
+  verification_failed,  ///< a program failed collc::verify
+  parse_error,          ///< text form could not be parsed
+  mismatch,             ///< ranks disagree (different plans, counts, or call order)
+  timeout,              ///< a wait exceeded COLLC_TIMEOUT
+  unsupported,          ///< valid request that this build cannot serve
+  mpi_error,            ///< the MPI library reported an error
+  io_error,             ///< a file could not be read or written
 };
 
 constexpr std::string_view to_string(errc code) noexcept {

@@ -111,23 +111,25 @@ using rank_program = std::vector<instruction>;
 /// collective, plus the per-rank instruction lists.
 struct program {
   collective coll = collective::allreduce;
-  int ranks = 1;                 ///< P
-  std::size_t count = 0;         ///< elements, MPI meaning (see collective)
-  std::size_t block_stride = 0;  ///< reduce_scatter send / allgather recv: distance between
-                                 ///< blocks in elements; 0 means `count` (dense). Lets a
-                                 ///< backend run a chunk of every block with one program.
-  int root = 0;                  ///< reduce / bcast only
-  bool commutative_only = false; ///< true if correct only for commutative ops
-  std::size_t shm_count = 0;     ///< shm elements each rank needs
-  std::size_t scratch_count = 0; ///< scratch elements each rank needs
-  int flags = 0;                 ///< flags per rank
-  std::vector<int> node_of;      ///< node id of each rank; empty = all on node 0
-  std::vector<rank_program> code;///< code[r] is rank r's program
-  std::string name;              ///< schedule that produced it, for humans
+  int ranks = 1;                   ///< P
+  std::size_t count = 0;           ///< elements, MPI meaning (see collective)
+  std::size_t block_stride = 0;    ///< reduce_scatter send / allgather recv: distance between
+                                   ///< blocks in elements; 0 means `count` (dense). Lets a
+                                   ///< backend run a chunk of every block with one program.
+  int root = 0;                    ///< reduce / bcast only
+  bool commutative_only = false;   ///< true if correct only for commutative ops
+  std::size_t shm_count = 0;       ///< shm elements each rank needs
+  std::size_t scratch_count = 0;   ///< scratch elements each rank needs
+  int flags = 0;                   ///< flags per rank
+  std::vector<int> node_of;        ///< node id of each rank; empty = all on node 0
+  std::vector<rank_program> code;  ///< code[r] is rank r's program
+  std::string name;                ///< schedule that produced it, for humans
 
   friend bool operator==(const program&, const program&) = default;
 
-  [[nodiscard]] constexpr int node(int rank) const { return node_of.empty() ? 0 : node_of[static_cast<std::size_t>(rank)]; }
+  [[nodiscard]] constexpr int node(int rank) const {
+    return node_of.empty() ? 0 : node_of[static_cast<std::size_t>(rank)];
+  }
   [[nodiscard]] constexpr bool same_node(int a, int b) const { return node(a) == node(b); }
 
   /// Distance between blocks of the P-block buffer (see block_stride).

@@ -139,8 +139,8 @@ struct verify_result {
 /// estimate exceeds verify_options::memory_limit.
 ///
 ///   auto bytes = collc::ir::verify_memory_estimate({&prog}, {2}, {});  // what verify(prog) needs
-std::uint64_t verify_memory_estimate(const std::vector<const program*>& programs, const std::vector<std::uint64_t>& runs,
-                                     const verify_options& o = {});
+std::uint64_t verify_memory_estimate(const std::vector<const program*>& programs,
+                                     const std::vector<std::uint64_t>& runs, const verify_options& o = {});
 
 /// Runs every rank's program symbolically for `o.executions` back-to-back
 /// executions and returns the first violation of properties 0-5 (see the file

@@ -156,9 +156,11 @@ COLLC_INLINE verify_result run_within_limit(std::vector<const program*> ps, std:
   try {
     return check_all(std::move(ps), std::move(order), o);
   } catch (const std::bad_alloc&) {
-    throw error(errc::invalid_argument, cat("verify: out of memory verifying ", what, " (estimated ", byte_size(need), ')'));
+    throw error(errc::invalid_argument,
+                cat("verify: out of memory verifying ", what, " (estimated ", byte_size(need), ')'));
   } catch (const std::length_error&) {
-    throw error(errc::invalid_argument, cat("verify: out of memory verifying ", what, " (estimated ", byte_size(need), ')'));
+    throw error(errc::invalid_argument,
+                cat("verify: out of memory verifying ", what, " (estimated ", byte_size(need), ')'));
   }
 }
 
@@ -190,17 +192,17 @@ COLLC_INLINE verify_result verify_sequence(const std::vector<program>& programs,
                                               ", but there are ", programs.size()));
   std::vector<const program*> ps;
   for (const auto& p : programs) ps.push_back(&p);
-  return detail::verification::run_within_limit(
-      std::move(ps), order, o,
-      cat("a sequence of ", programs.size(), " programs, first ",
-          detail::verification::describe(programs.front(), order.size())));
+  return detail::verification::run_within_limit(std::move(ps), order, o,
+                                                cat("a sequence of ", programs.size(), " programs, first ",
+                                                    detail::verification::describe(programs.front(), order.size())));
 }
 
 COLLC_INLINE void verify_or_throw(const program& p, const verify_options& o) {
   const verify_result r = verify(p, o);
   if (r) return;
-  throw error(errc::verification_failed, collc::detail::cat("program '", p.name, "' (", to_string(p.coll), ", ", p.ranks,
-                                                            " ranks) fails ", to_string(r.failed), ": ", r.to_string()));
+  throw error(errc::verification_failed,
+              collc::detail::cat("program '", p.name, "' (", to_string(p.coll), ", ", p.ranks, " ranks) fails ",
+                                 to_string(r.failed), ": ", r.to_string()));
 }
 
 }  // namespace collc::ir

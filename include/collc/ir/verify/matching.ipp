@@ -64,10 +64,10 @@ COLLC_INLINE finding check_matching(const sequence& s, std::size_t k) {
                                " sends ", e.sends.size(), " message(s) with this tag to rank ", r,
                                " per execution, which receives ", e.recvs.size(), ')'));
         if (e.sends[n].second != v->count)
-          return violation(property::well_formed, r, i, -1,
-                           cat("recv of ", v->count, " element(s) from rank ", v->peer, " tag ", v->tag,
-                               " matches a send of ", e.sends[n].second, " element(s) (rank ", v->peer,
-                               " instruction ", e.sends[n].first, ')'));
+          return violation(
+              property::well_formed, r, i, -1,
+              cat("recv of ", v->count, " element(s) from rank ", v->peer, " tag ", v->tag, " matches a send of ",
+                  e.sends[n].second, " element(s) (rank ", v->peer, " instruction ", e.sends[n].first, ')'));
       }
     }
   }

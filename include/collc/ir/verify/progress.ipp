@@ -59,12 +59,11 @@ struct stuck_run {
   [[nodiscard]] std::string blocked_reason(int r) const {
     const instruction& ins = blocked_at(r);
     if (const auto* w = std::get_if<wait>(&ins))
-      return cat("waits for rank ", w->peer, " flag ", w->flag, " >= ", s.threshold(*w, of(r).execution),
-                 " (reached ", flag_count[s.flag_slot(w->peer, w->flag)], "), but ", where_is(w->peer));
+      return cat("waits for rank ", w->peer, " flag ", w->flag, " >= ", s.threshold(*w, of(r).execution), " (reached ",
+                 flag_count[s.flag_slot(w->peer, w->flag)], "), but ", where_is(w->peer));
     const auto& v = std::get<recv>(ins);
     if (of(v.peer).finished) return cat("recv from rank ", v.peer, " tag ", v.tag, " has no matching send");
-    return cat("recv from rank ", v.peer, " tag ", v.tag, " waits for a message not yet sent, and ",
-               where_is(v.peer));
+    return cat("recv from rank ", v.peer, " tag ", v.tag, " waits for a message not yet sent, and ", where_is(v.peer));
   }
 
   /// Reports the lowest blocked rank and the chain of ranks it waits for.

@@ -131,8 +131,8 @@ class result_checker {
   /// Property 1 (and 2) for one result element of rank r; the expected value
   /// is leaf(leaf_rank, element, e), or with leaf_rank < 0 the reduction over
   /// all ranks of `element`.
-  finding check_element(int r, int e, std::size_t offset, int leaf_rank, std::uint64_t element, tick now,
-                        memory& mem, const tick* v) {
+  finding check_element(int r, int e, std::size_t offset, int leaf_rank, std::uint64_t element, tick now, memory& mem,
+                        const tick* v) {
     const ref where{buffer::recv, r, 0};
     const std::size_t at = mem.loc(where, 0) + offset;
     if (auto race = mem.read(at, {r, &where, offset}, now, v))

@@ -21,7 +21,7 @@ namespace collc::ir::detail::verification {
 
 using collc::detail::cat;
 
-using tick = std::uint32_t;        // a rank's logical clock: one tick per instruction
+using tick = std::uint32_t;          // a rank's logical clock: one tick per instruction
 inline constexpr int n_buffers = 4;  // send, recv, shm, scratch: the buffers of one rank
 
 /// What a check found: nothing, or the violation to report.
@@ -56,16 +56,16 @@ struct sequence {
   std::vector<const program*> programs;  // distinct programs of the sequence
   std::vector<std::size_t> order;        // [execution] index into programs
   const verify_options& o;
-  int ranks;       // of the first program: collective, ranks, root and nodes of all
+  int ranks;  // of the first program: collective, ranks, root and nodes of all
   int executions;
 
   // count_signals():
-  int flags = 0;                       // the most flags of any program
-  std::vector<std::int64_t> signals;   // [program][rank, flag]: signals per execution
-  std::vector<std::int64_t> cum;       // [execution][rank, flag]: signals of all earlier executions
+  int flags = 0;                      // the most flags of any program
+  std::vector<std::int64_t> signals;  // [program][rank, flag]: signals per execution
+  std::vector<std::int64_t> cum;      // [execution][rank, flag]: signals of all earlier executions
   // lay_out():
-  std::size_t shm_max = 0;             // the largest shm_count of any program
-  std::vector<std::size_t> starts;     // [rank][execution]: see start_of()
+  std::size_t shm_max = 0;          // the largest shm_count of any program
+  std::vector<std::size_t> starts;  // [rank][execution]: see start_of()
 
   /// The first program: its collective, root and nodes are those of all.
   [[nodiscard]] const program& first() const { return *programs.front(); }
@@ -75,9 +75,7 @@ struct sequence {
   }
   [[nodiscard]] const rank_program& code_of(int r, int e) const { return at(e).code[static_cast<std::size_t>(r)]; }
 
-  [[nodiscard]] std::size_t slots() const {
-    return static_cast<std::size_t>(ranks) * static_cast<std::size_t>(flags);
-  }
+  [[nodiscard]] std::size_t slots() const { return static_cast<std::size_t>(ranks) * static_cast<std::size_t>(flags); }
   [[nodiscard]] std::size_t flag_slot(int r, int flag) const {
     return static_cast<std::size_t>(r) * static_cast<std::size_t>(flags) + static_cast<std::size_t>(flag);
   }

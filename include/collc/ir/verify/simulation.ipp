@@ -240,9 +240,9 @@ class simulation {
   std::vector<std::int64_t> flag_count_;      // signals so far, per (rank, flag)
   std::vector<std::vector<tick>> snapshots_;  // per (rank, flag): the vector clock of each signal
   std::unordered_map<std::uint64_t, std::deque<message>> messages_;
-  std::size_t shm_shift_ = 0;                 // shm copy of the executing rank's execution
-  std::optional<verify_result> race_;         // stops the run
-  std::optional<verify_result> deferred_;     // a wrong result, reported unless something explains it
+  std::size_t shm_shift_ = 0;              // shm copy of the executing rank's execution
+  std::optional<verify_result> race_;      // stops the run
+  std::optional<verify_result> deferred_;  // a wrong result, reported unless something explains it
 };
 
 }  // namespace collc::ir::detail::verification

@@ -157,8 +157,7 @@ COLLC_INLINE finding check_instruction(const instruction_site& at, const instruc
   if (const auto* g = std::get_if<signal>(&ins)) return at.flag_ok("signal", g->flag);
   if (const auto* w = std::get_if<wait>(&ins)) {
     if (w->peer < 0 || w->peer >= at.s.ranks)
-      return at.fail(
-          cat("wait on rank ", w->peer, ", which does not exist (program has ", at.s.ranks, " ranks)"));
+      return at.fail(cat("wait on rank ", w->peer, ", which does not exist (program has ", at.s.ranks, " ranks)"));
     if (!cur.same_node(r, w->peer))
       return at.fail(cat("wait on rank ", w->peer, " on node ", cur.node(w->peer),
                          "; flags are only visible on this rank's node ", cur.node(r)));
