@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
     auto r = collc::make_reduce<double>(MPI_COMM_WORLD, 64, 0);
     r(x.data(), y.data());
     auto b = collc::make_bcast<double>(MPI_COMM_WORLD, 64, 0);
-    b(x.data());
+    b(collc::in_place, x.data());
     collc::allreduce(MPI_COMM_WORLD, x.data(), y.data(), 64);
     (void)collc::reproducible_sum(MPI_COMM_WORLD, std::span<const double>(x));
   }
