@@ -14,6 +14,12 @@
 #include <collc/ir/sequence.ipp>
 #include <collc/ir/cost.ipp>
 #include <collc/ir/verify.ipp>
+#include <collc/enumerate.ipp>
+#include <collc/topology.ipp>
+#include <collc/algo/presets.ipp>
+#include <collc/algo/cost.ipp>
+#include <collc/algo/select.ipp>
+#include <collc/wisdom.ipp>
 
 // MPI backend.
 #if defined(COLLC_HAS_MPI)

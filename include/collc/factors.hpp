@@ -367,8 +367,8 @@ class radix_list {
 
  private:
   [[noreturn]] static void throw_too_long(std::size_t n) {
-    throw error(errc::invalid_factor_set, "a list of " + std::to_string(n) + " radices is longer than " +
-                                              std::to_string(max_size) + " (its product would overflow int)");
+    throw error(errc::invalid_factor_set, detail::constexpr_cat("a list of ", n, " radices is longer than ", max_size,
+                                                                " (its product would overflow int)"));
   }
   std::array<int, max_size> data_{};  // slots past size_ stay 0
   std::size_t size_ = 0;
@@ -755,8 +755,8 @@ class factor_set {
   constexpr int checked(const radix_list& r, const char* phase) const {
     const auto p = detail::product_of(r.radices());
     if (p.overflow)
-      throw error(errc::overflow,
-                  "factor set " + to_string() + ": product of the " + std::string(phase) + " radices overflows int");
+      throw error(errc::overflow, detail::constexpr_cat("factor set ", to_string(), ": product of the ", phase,
+                                                        " radices overflows int"));
     return p.value;
   }
 
@@ -765,8 +765,8 @@ class factor_set {
 
 constexpr factor_set factor_set::parse(std::string_view text) {
   const auto fail = [&](std::string_view token, std::string_view why) {
-    throw error(errc::parse_error, "cannot parse factor set \"" + std::string(text) + "\": token '" +
-                                       std::string(token) + "' " + std::string(why));
+    throw error(errc::parse_error,
+                detail::constexpr_cat("cannot parse factor set \"", text, "\": token '", token, "' ", why));
   };
   const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
   const auto trim = [&](std::string_view s) {

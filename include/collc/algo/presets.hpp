@@ -1,9 +1,11 @@
 #pragma once
 /// \file
-/// Named schedules (the textbook algorithms of seed 003 as presets of the
+/// Named schedules (the textbook algorithms of Thakur, Rabenseifner
+/// & Gropp 2005 as presets of the
 /// four families), the enumeration of every schedule for a collective (the
 /// property tests' search space), and the default selection rule.
 #include <collc/algo/lower.hpp>
+#include <collc/config.hpp>
 #include <collc/enumerate.hpp>
 #include <collc/factors.hpp>
 
@@ -14,117 +16,34 @@
 namespace collc::algo {
 
 namespace detail {
-inline int floor_pow2(int P) {
-  int f = 1;
-  while (f * 2 <= P) f *= 2;
-  return f;
-}
-inline int log2_exact(int f) {
-  int k = 0;
-  while ((1 << k) < f) ++k;
-  return k;
-}
+/// The largest power of two <= P (P >= 1).
+int floor_pow2(int P);
+/// log2 of a power of two f.
+int log2_exact(int f);
 }  // namespace detail
 
 /// Recursive doubling: log2(P') reduce-exchange steps of radix 2 over the
 /// largest power of two P' <= P, the other P - P' ranks folded in.
-inline schedule recursive_doubling(int P) {
-  const int f = detail::floor_pow2(P);
-  std::vector<int> r(static_cast<std::size_t>(detail::log2_exact(f)), 2);
-  if (r.empty()) r.push_back(P);  // P = 1 is lowered as a copy anyway
-  return schedule::recursive(factor_set(std::span<const int>(r)), f != P);
-}
+schedule recursive_doubling(int P);
 
 /// Rabenseifner: recursive-halving reduce-scatter then recursive-doubling
 /// allgather (radix 2), remainder folded in for non-power-of-two P.
-inline schedule rabenseifner(int P) {
-  const int f = detail::floor_pow2(P);
-  const int k = detail::log2_exact(f);
-  std::vector<int> r(static_cast<std::size_t>(k), -2);
-  r.insert(r.end(), static_cast<std::size_t>(k), 2);
-  if (r.empty()) r = {P};
-  return schedule::recursive(factor_set(std::span<const int>(r)), f != P);
-}
+schedule rabenseifner(int P);
 
-inline schedule ring() { return schedule::ring(); }
-inline schedule binomial_tree() { return schedule::tree(0); }
+/// The ring: schedule::ring().
+schedule ring();
+/// The binomial tree: schedule::tree(0).
+schedule binomial_tree();
 
 /// Every schedule collc can lower for (collective, P): all recursive-exchange
 /// factor sets (every ordered factorization, every split between
 /// reduce-scatter and reduce-exchange steps), the folded presets for
 /// non-power-of-two P, and, for commutative operators (or allgather), every
 /// cyclic-shift set and the ring; trees of several arities and roots; copy-in.
-inline std::vector<schedule> all_schedules(collective c, int P, bool commutative) {
-  std::vector<schedule> out;
-  if (P < 2) return {schedule::copy_in()};
-  const bool reducing = reduces(c);
-  for (const auto& seq : recursive_sequences(P)) {
-    const std::vector<int> s(seq.begin(), seq.end());
-    switch (c) {
-      case collective::allreduce:
-      case collective::reduce:
-        for (std::size_t k = 0; k <= s.size(); ++k) {
-          std::vector<int> f;
-          for (std::size_t i = 0; i < k; ++i) f.push_back(-s[i]);
-          for (std::size_t i = k; i < s.size(); ++i) f.push_back(s[i]);
-          for (std::size_t i = k; i-- > 0;) f.push_back(s[i]);
-          out.push_back(schedule::recursive(factor_set(std::span<const int>(f))));
-        }
-        break;
-      case collective::reduce_scatter: {
-        std::vector<int> f;
-        for (int a : s) f.push_back(-a);
-        out.push_back(schedule::recursive(factor_set(std::span<const int>(f))));
-        break;
-      }
-      case collective::allgather:
-      case collective::bcast: out.push_back(schedule::recursive(factor_set(std::span<const int>(s)))); break;
-    }
-  }
-  if (c == collective::allreduce && detail::floor_pow2(P) != P) {
-    out.push_back(recursive_doubling(P));
-    out.push_back(rabenseifner(P));
-  }
-  const bool cyclic_ok = (commutative || !reducing) &&
-                         (c == collective::allreduce || c == collective::reduce_scatter || c == collective::allgather);
-  if (cyclic_ok) {
-    for (const auto& seq : cyclic_sequences(P)) {
-      const std::vector<int> s(seq.begin(), seq.end());
-      std::vector<int> neg;
-      for (int a : s) neg.push_back(-a);
-      if (c == collective::allreduce) {
-        std::vector<int> mirrored = neg;
-        mirrored.insert(mirrored.end(), s.rbegin(), s.rend());
-        out.push_back(schedule::cyclic(factor_set(std::span<const int>(s))));
-        out.push_back(schedule::cyclic(factor_set(std::span<const int>(mirrored))));
-      } else {
-        out.push_back(schedule::cyclic(factor_set(std::span<const int>(c == collective::reduce_scatter ? neg : s))));
-      }
-    }
-    out.push_back(schedule::ring());
-  }
-  for (int arity : {0, 2, 3}) {
-    out.push_back(schedule::tree(arity));
-    if (c != collective::reduce && c != collective::bcast) out.push_back(schedule::tree(arity, 2));
-  }
-  out.push_back(schedule::copy_in());
-  return out;
-}
+std::vector<schedule> all_schedules(collective c, int P, bool commutative);
 
 /// True when every node holds the same number of ranks, in contiguous blocks.
-inline bool uniform_blocks(const std::vector<int>& node_of, int& per_node, int& nodes) {
-  const int P = static_cast<int>(node_of.size());
-  per_node = 0;
-  while (per_node < P && node_of[static_cast<std::size_t>(per_node)] == node_of[0]) ++per_node;
-  if (per_node == 0 || P % per_node != 0) return false;
-  nodes = P / per_node;
-  for (int r = 0; r < P; ++r)
-    if (node_of[static_cast<std::size_t>(r)] != node_of[static_cast<std::size_t>(r - r % per_node)] ||
-        (r % per_node == 0 && r > 0 &&
-         node_of[static_cast<std::size_t>(r)] == node_of[static_cast<std::size_t>(r - 1)]))
-      return false;
-  return true;
-}
+bool uniform_blocks(const std::vector<int>& node_of, int& per_node, int& nodes);
 
 /// The default selection rule (until the tuned selector): documented in
 /// docs/architecture.md, "Default selection".
@@ -147,43 +66,11 @@ inline bool uniform_blocks(const std::vector<int>& node_of, int& per_node, int& 
 ///    allreduce {-L, N, L} (reduce-scatter on the node, exchange of slices
 ///    between nodes, allgather on the node), {-L..} forms for the others;
 ///    uneven nodes: binomial tree.
-inline schedule default_schedule(collective c, int P, std::size_t bytes, bool commutative,
-                                 const std::vector<int>& node_of = {}, int node_cores = 0) {
-  (void)commutative;  // every default is correct for non-commutative operators
-  if (P <= 1) return schedule::copy_in();
-  bool one_node = true;
-  for (int n : node_of) one_node = one_node && n == node_of.front();
-  const bool small = bytes <= 4096;
-  const bool oversubscribed = node_cores > 0 && P > node_cores;
-  if (one_node && oversubscribed && bytes <= 65536 && c != collective::reduce_scatter && c != collective::allgather) {
-    if (c == collective::allreduce && static_cast<std::size_t>(P) * bytes <= 65536)
-      return schedule::recursive(factor_set{P});
-    return schedule::tree(std::max(2, P - 1));
-  }
-  if (one_node) {
-    switch (c) {
-      case collective::allreduce:
-        // P = 2: {2} at every size (measured on 2 cores, 8 KiB .. 16 MiB: 1.3x to 2x
-        // faster than {-2,2}, which synchronizes twice per chunk for half the work each).
-        return (small && P <= 16) || P == 2 ? schedule::recursive(factor_set{P})
-                                            : schedule::recursive(factor_set{-P, P});
-      case collective::reduce_scatter: return schedule::recursive(factor_set{-P});
-      case collective::allgather: return schedule::recursive(factor_set{P});
-      case collective::reduce:
-      case collective::bcast: return small ? schedule::tree(0) : schedule::copy_in();
-    }
-  }
-  int L = 0, N = 0;
-  if (!uniform_blocks(node_of, L, N)) return schedule::tree(0);
-  switch (c) {
-    case collective::allreduce:
-      return L == 1 ? schedule::recursive(factor_set{N}) : schedule::recursive(factor_set{-L, N, L});
-    case collective::reduce_scatter:
-      return L == 1 ? schedule::recursive(factor_set{-N}) : schedule::recursive(factor_set{-L, -N});
-    case collective::allgather:
-      return L == 1 ? schedule::recursive(factor_set{N}) : schedule::recursive(factor_set{N, L});
-    default: return schedule::tree(0);
-  }
-}
+schedule default_schedule(collective c, int P, std::size_t bytes, bool commutative,
+                          const std::vector<int>& node_of = {}, int node_cores = 0);
 
 }  // namespace collc::algo
+
+#if COLLC_HEADER_ONLY
+#include <collc/algo/presets.ipp>
+#endif

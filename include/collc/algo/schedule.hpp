@@ -37,7 +37,7 @@ struct schedule {
   int arity = 2;       ///< tree: children per node, 0 = binomial
   int roots = 1;       ///< tree: data split over this many roots (one per socket)
   bool fold = false;   ///< recursive exchange: the P - prod ranks beyond the
-                       ///< factor product fold into partners (seed 003)
+                       ///< factor product fold into partners (Thakur, Rabenseifner & Gropp 2005)
 
   static constexpr schedule recursive(factor_set f, bool fold = false) {
     return {family::recursive_exchange, f, 2, 1, fold};
@@ -53,12 +53,28 @@ struct schedule {
   /// "tree:binomial", "tree:2x2" (two roots), "copyin". parse() reads it back.
   [[nodiscard]] std::string to_string() const {
     switch (fam) {
-      case family::tree:
-        return "tree:" + (arity == 0 ? std::string("binomial") : std::to_string(arity)) +
-               (roots > 1 ? "x" + std::to_string(roots) : "");
+      case family::tree: {
+        std::string s = "tree:";
+        s += arity == 0 ? std::string("binomial") : std::to_string(arity);
+        if (roots > 1) {
+          s += 'x';
+          s += std::to_string(roots);
+        }
+        return s;
+      }
       case family::copy_in: return "copyin";
-      case family::cyclic_shift: return factors.empty() ? "ring" : "cyclic" + factors.to_string();
-      case family::recursive_exchange: return "recexch" + factors.to_string() + (fold ? "+fold" : "");
+      case family::cyclic_shift: {
+        if (factors.empty()) return "ring";
+        std::string s = "cyclic";
+        s += factors.to_string();
+        return s;
+      }
+      case family::recursive_exchange: {
+        std::string s = "recexch";
+        s += factors.to_string();
+        if (fold) s += "+fold";
+        return s;
+      }
     }
     return "?";
   }
