@@ -1,7 +1,7 @@
 // Tests for include/collc/ir/cost.hpp (the event-driven cost of a program)
 // and include/collc/algo/cost.hpp (the closed form over a schedule's steps).
 // Expected values come from the model's rules applied by hand to small
-// programs, and from the textbook formulas of seed 003 (recursive doubling,
+// programs, and from the textbook formulas of Thakur, Rabenseifner & Gropp 2005 (recursive doubling,
 // Rabenseifner, ring); the two evaluators are checked against each other.
 #include <catch2/catch.hpp>
 #include <collc/algo/cost.hpp>

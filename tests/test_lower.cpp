@@ -222,22 +222,22 @@ TEST_CASE("lowering a bad factor set reports factors.hpp's message, word for wor
     K kind;
   };
   const bad_set cases[] = {
-      {{2, 1, 2}, collective::allreduce, 4, K::recursive},         // unit radix
-      {{-2, -1, 1, 2}, collective::allreduce, 4, K::recursive},    // unit radix (negative)
-      {{0, 4}, collective::allgather, 4, K::recursive},            // zero
-      {{2, 2, 2}, collective::allreduce, 7, K::recursive},         // wrong product
-      {{-2, -2}, collective::reduce_scatter, 8, K::recursive},     // wrong product (reduce-scatter phase)
-      {{2, -2}, collective::allreduce, 4, K::recursive},           // sign order
-      {{-2, -4, 2, 4}, collective::allreduce, 8, K::recursive},    // mirror
-      {{-2, -4}, collective::allreduce, 8, K::recursive},          // allreduce without its allgather tail
-      {{2, 4}, collective::reduce_scatter, 8, K::recursive},       // wrong sign
-      {{-2, -4}, collective::bcast, 8, K::recursive},              // wrong sign
-      {{}, collective::allreduce, 4, K::recursive},                // empty
-      {{2, 2, 4}, collective::allreduce, 7, K::cyclic},            // cyclic phase: last radix not minimal
-      {{2, 2, 2}, collective::allreduce, 4, K::cyclic},            // cyclic phase: prefix reaches P
-      {{2, 2}, collective::allgather, 7, K::cyclic},               // cyclic phase: last radix too small
-      {{-2, -2, 2, 2}, collective::allreduce, 7, K::cyclic},       // cyclic phase, mirrored set
-      {{3, 3}, collective::reduce_scatter, 7, K::cyclic},          // wrong sign, cyclic
+      {{2, 1, 2}, collective::allreduce, 4, K::recursive},       // unit radix
+      {{-2, -1, 1, 2}, collective::allreduce, 4, K::recursive},  // unit radix (negative)
+      {{0, 4}, collective::allgather, 4, K::recursive},          // zero
+      {{2, 2, 2}, collective::allreduce, 7, K::recursive},       // wrong product
+      {{-2, -2}, collective::reduce_scatter, 8, K::recursive},   // wrong product (reduce-scatter phase)
+      {{2, -2}, collective::allreduce, 4, K::recursive},         // sign order
+      {{-2, -4, 2, 4}, collective::allreduce, 8, K::recursive},  // mirror
+      {{-2, -4}, collective::allreduce, 8, K::recursive},        // allreduce without its allgather tail
+      {{2, 4}, collective::reduce_scatter, 8, K::recursive},     // wrong sign
+      {{-2, -4}, collective::bcast, 8, K::recursive},            // wrong sign
+      {{}, collective::allreduce, 4, K::recursive},              // empty
+      {{2, 2, 4}, collective::allreduce, 7, K::cyclic},          // cyclic phase: last radix not minimal
+      {{2, 2, 2}, collective::allreduce, 4, K::cyclic},          // cyclic phase: prefix reaches P
+      {{2, 2}, collective::allgather, 7, K::cyclic},             // cyclic phase: last radix too small
+      {{-2, -2, 2, 2}, collective::allreduce, 7, K::cyclic},     // cyclic phase, mirrored set
+      {{3, 3}, collective::reduce_scatter, 7, K::cyclic},        // wrong sign, cyclic
   };
   const ir::machine_model m;
   for (const auto& b : cases) {

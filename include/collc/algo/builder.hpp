@@ -26,8 +26,8 @@
 namespace collc::algo::detail {
 
 /// Splits `count` elements into `parts` contiguous parts whose boundaries are
-/// multiples of `granule` elements (the cache-line minimum slice of seed 004
-/// section 3). Parts differ in size by at most one granule; when there are
+/// multiples of `granule` elements (the cache-line minimum slice of Jocksch et al.
+/// 2026). Parts differ in size by at most one granule; when there are
 /// fewer granules than parts, trailing parts are empty.
 struct partition {
   std::vector<std::size_t> offset;  // parts + 1 boundaries

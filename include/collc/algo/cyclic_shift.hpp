@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// Cyclic shift (dissemination), seed 004 section 6.2: commutative operators
+/// Cyclic shift (dissemination), the cyclic-shift family of Jocksch et al.
+/// 2026: commutative operators
 /// only. Radices r1..rn satisfy r1*...*r(n-1) < P <= r1*...*rn, so step i
 /// talks to ranks at distance multiples of s_i = r1*...*r(i-1) and the last
 /// step is truncated where the windows would wrap past P (e.g. {2,2,2} for 7).

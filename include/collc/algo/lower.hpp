@@ -92,11 +92,10 @@ constexpr std::int64_t product(const std::vector<int>& v) {
   return p;
 }
 
-/// Recursive exchange over F < P ranks with the remainder folded in (seed
-/// 003): for i < P - F, rank 2i hands its vector to rank 2i+1, which adds it
-/// (2i's contribution first, rank order) and stands in for both as virtual
-/// rank i; ranks from 2(P-F) on are virtual ranks i - (P-F). After the
-/// allreduce among the F virtual ranks, 2i+1 passes the result back to 2i.
+/// Recursive exchange over F < P ranks with the remainder folded in (the
+/// non-power-of-two step of Thakur, Rabenseifner & Gropp 2005): for i < P - F, rank 2i hands its vector to rank 2i+1,
+/// which adds it (2i's contribution first, rank order) and stands in for both as virtual rank i; ranks from 2(P-F) on
+/// are virtual ranks i - (P-F). After the allreduce among the F virtual ranks, 2i+1 passes the result back to 2i.
 constexpr ir::program lower_folded(const std::vector<int>& rs, const std::vector<int>& re, const lower_request& q,
                                    const std::string& name) {
   const int P = q.ranks;
@@ -383,7 +382,7 @@ constexpr ir::program lower_cyclic(const schedule& s, const lower_request& q) {
   return std::move(b).finish(true, name);
 }
 
-/// Ring (seed 003): a cyclic shift by one rank per step. Reduce-scatter:
+/// Ring (Thakur, Rabenseifner & Gropp 2005): a cyclic shift by one rank per step. Reduce-scatter:
 /// at step k rank r adds its contribution to the partial of block r-k-2 it
 /// pulls from r-1 (P-1 steps, rank r ends with block r); allgather: block
 /// r-k-1 travels one rank per step. 2(P-1) steps of n/P elements: the

@@ -1,6 +1,7 @@
 #pragma once
 /// \file
-/// Recursive exchange (multi-radix butterfly), seed 004 section 6.1.
+/// Recursive exchange (multi-radix butterfly), the recursive-exchange family
+/// of Jocksch et al. 2026.
 ///
 /// A factor set [-a1..-ak, b1..bj, ak..a1] runs k reduce-scatter steps, j
 /// reduce-exchange steps, then k allgather steps that mirror the first k.

@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// Tree (reduce, then broadcast), seed 004 section 6.3: fewer copies than a
+/// Tree (reduce, then broadcast; the tree family of Jocksch et al. 2026): fewer copies than a
 /// butterfly, at the price of locality; best for small messages and rooted
 /// collectives. Each node reduces its children's partials and its own value
 /// and passes the result up; the broadcast walks the same edges down.
