@@ -32,10 +32,13 @@ COLLC_INLINE schedule recursive_doubling(int P) {
 COLLC_INLINE schedule rabenseifner(int P) {
   const int f = detail::floor_pow2(P);
   const int k = detail::log2_exact(f);
-  std::vector<int> r(static_cast<std::size_t>(k), -2);
-  r.insert(r.end(), static_cast<std::size_t>(k), 2);
-  if (r.empty()) r = {P};
-  return schedule::recursive(factor_set(std::span<const int>(r)), f != P);
+  if (k == 0) return schedule::recursive(factor_set{P}, f != P);  // P = 1 is lowered as a copy anyway
+  // {-2 (k times), 2 (k times)}, built in place: a vector insert here draws a
+  // false -Wfree-nonheap-object from g++ 12 at -O2.
+  radix_list r;
+  for (int i = 0; i < k; ++i) r.push_back(-2);
+  for (int i = 0; i < k; ++i) r.push_back(2);
+  return schedule::recursive(factor_set(r), f != P);
 }
 
 COLLC_INLINE schedule ring() { return schedule::ring(); }
