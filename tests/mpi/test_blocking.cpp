@@ -171,13 +171,12 @@ TEST_CASE("where a cached plan's schedule comes from", "[blocking][select]") {
   const auto in = send_data<std::int64_t>(collective::allreduce, me, P, 200, 0);
   const auto want = expected<std::int64_t, collc::plus>(collective::allreduce, me, P, 200, 0, 0);
   std::vector<std::int64_t> out(200);
-  SECTION("the selector, by default") {
+  SECTION("the one default rule, the schedule make_allreduce picks for the same call") {
     MPI_Comm comm;
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     collc::allreduce(comm, in.data(), out.data(), 200);
-    const auto l = collc::describe_comm(comm, false);
-    const auto s = collc::algo::select(collective::allreduce, P, 200 * 8, true, l.node_of, l.node);
-    CHECK(contains(collc::cached_plans(comm), "schedule=" + s.to_string() + " (model)"));
+    const auto p = collc::make_allreduce<std::int64_t>(comm, 200);
+    CHECK(contains(collc::cached_plans(comm), "schedule=" + p.schedule_name() + " (default)"));
     MPI_Comm_free(&comm);
   }
   SECTION("an override") {
