@@ -180,8 +180,10 @@ class plan_core {
   template <class Describe>
   void begin(const T* send, std::size_t send_size, T* recv, std::size_t recv_size, const buffer_words& w,
              Describe&& overlap) {
+    // A usage error of the call form, refused before the call takes a number
+    // (as before the plan core): the plan stays usable.
     if (kind() == collective::bcast)
-      guarded([&] { throw error(errc::invalid_argument, name() + ": bcast takes one buffer: " + w.one_buffer); });
+      throw error(errc::invalid_argument, name() + ": bcast takes one buffer: " + w.one_buffer);
     const bool root_only = kind() == collective::reduce && !is_root();
     guarded([&] {
       check(w, "send", send, send_size, send_count());
