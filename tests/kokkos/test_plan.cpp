@@ -450,23 +450,26 @@ TEST_CASE("Views the plan cannot take are rejected", "[backend][kokkos][plan][er
 
   const exec_space exec;
   const std::size_t n = 6;
-  auto p = collc::kokkos::make_allreduce<exec_space, double>(MPI_COMM_WORLD, n);
   Kokkos::View<double**, Kokkos::LayoutRight> m("m", n, 2);
   auto strided = Kokkos::subview(m, Kokkos::ALL, 0);  // stride 2
   Kokkos::View<double*> ok("ok", n), short_view("short", n - 1), unallocated;
-  auto message = [](auto&& f) -> std::string {
+  // Each wrong call abandons its call (peers fail at once, as with collc::plan),
+  // which leaves that plan unusable: one plan per wrong call, every rank alike.
+  auto message = [&](auto&& f) -> std::string {
+    auto p = collc::kokkos::make_allreduce<exec_space, double>(MPI_COMM_WORLD, n);
     try {
-      f();
+      f(p);
     } catch (const collc::error& e) {
       return e.code() == collc::errc::invalid_argument ? e.what() : "wrong code";
     }
     return "no error";
   };
-  CHECK_THAT(message([&] { p(exec, strided, ok); }), Catch::Contains("\"m\" is not contiguous (stride 2)"));
-  CHECK_THAT(message([&] { p(exec, ok, short_view); }), Catch::Contains("has 5 elements, the plan needs 6"));
-  CHECK_THAT(message([&] { p(exec, unallocated, ok); }), Catch::Contains("has 0 elements"));
-  CHECK_THAT(message([&] { p(exec, ok, ok); }), Catch::Contains("overlaps"));
-  // The plan is still usable after argument errors (they are found before the call starts).
+  CHECK_THAT(message([&](auto& p) { p(exec, strided, ok); }), Catch::Contains("\"m\" is not contiguous (stride 2)"));
+  CHECK_THAT(message([&](auto& p) { p(exec, ok, short_view); }), Catch::Contains("has 5 elements, the plan needs 6"));
+  CHECK_THAT(message([&](auto& p) { p(exec, unallocated, ok); }), Catch::Contains("has 0 elements"));
+  CHECK_THAT(message([&](auto& p) { p(exec, ok, ok); }), Catch::Contains("overlaps"));
+  // A fresh plan runs.
+  auto p = collc::kokkos::make_allreduce<exec_space, double>(MPI_COMM_WORLD, n);
   Kokkos::deep_copy(ok, 1.0);
   p(exec, collc::in_place, ok);
   CHECK(ok(n - 1) == static_cast<double>(world_size()));
