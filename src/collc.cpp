@@ -33,4 +33,5 @@
 #include <collc/backend/mpi/layout.ipp>
 #include <collc/backend/mpi/engine.ipp>
 #include <collc/backend/mpi/build.ipp>
+#include <collc/backend/mpi/tune.ipp>
 #endif

@@ -7,6 +7,8 @@
 // parse back, and the COLLC_ALGO / COLLC_FACTORS overrides work or fail with
 // the variable's name.
 #include <catch2/catch.hpp>
+#include <collc/algo/lower.hpp>
+#include <collc/algo/presets.hpp>
 #include <collc/algo/select.hpp>
 #include <collc/ir/verify.hpp>
 

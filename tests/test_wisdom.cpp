@@ -9,6 +9,9 @@
 // remove what is not a wisdom file (a user's notes, a directory), follow
 // symlinks, and report the real reason when they cannot write.
 #include <catch2/catch.hpp>
+#include <collc/algo/lower.hpp>
+#include <collc/ir/text.hpp>
+#include <collc/topology.hpp>
 #include <collc/wisdom.hpp>
 
 #include <sys/types.h>

@@ -43,31 +43,16 @@
 /// temporary file and the rename happen next to its target, so the link
 /// stays a link and every job sharing the target sees the update. Failures
 /// name the system's reason (errno).
-#include <collc/algo/select.hpp>
 #include <collc/config.hpp>
+#include <collc/core.hpp>
 #include <collc/error.hpp>
-#include <collc/ir/program.hpp>
-#include <collc/ir/text.hpp>
-#include <collc/topology.hpp>
 
-#include <algorithm>
-#include <cerrno>
-#include <chrono>
 #include <cstddef>
-#include <cstdint>
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <limits>
-#include <locale>
 #include <optional>
-#include <random>
-#include <sstream>
 #include <string>
 #include <string_view>
-#include <system_error>
-#include <thread>
 #include <utility>
 #include <vector>
 

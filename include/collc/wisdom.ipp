@@ -4,6 +4,25 @@
 /// once by src/collc.cpp with COLLC_SEPARATE_COMPILATION (collc/config.hpp).
 #include <collc/wisdom.hpp>
 
+#include <collc/algo/select.hpp>
+#include <collc/error.hpp>
+#include <collc/ir/program.hpp>
+#include <collc/ir/text.hpp>
+#include <collc/topology.hpp>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <locale>
+#include <random>
+#include <sstream>
+#include <system_error>
+#include <thread>
+
 namespace collc {
 
 namespace detail::wisdom_form {
@@ -185,9 +204,7 @@ COLLC_INLINE void wisdom::check_entry(const wisdom_entry& e) {
                     collc::detail::cat("its program's count ", p.count, " is outside [1, ", e.max_count, "]"));
     }
   } catch (const error& x) {
-    std::string what = x.what();
-    if (what.starts_with("collc: ")) what.erase(0, 7);
-    throw bad(what);
+    throw bad(x.what());
   }
 }
 

@@ -4,10 +4,9 @@
 /// & Gropp 2005 as presets of the
 /// four families), the enumeration of every schedule for a collective (the
 /// property tests' search space), and the default selection rule.
-#include <collc/algo/lower.hpp>
+#include <collc/algo/schedule.hpp>
 #include <collc/config.hpp>
-#include <collc/enumerate.hpp>
-#include <collc/factors.hpp>
+#include <collc/core.hpp>
 
 #include <algorithm>
 #include <cstddef>

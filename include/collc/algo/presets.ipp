@@ -4,6 +4,10 @@
 /// once by src/collc.cpp with COLLC_SEPARATE_COMPILATION (collc/config.hpp).
 #include <collc/algo/presets.hpp>
 
+#include <collc/algo/lower.hpp>
+#include <collc/enumerate.hpp>
+#include <collc/factors.hpp>
+
 namespace collc::algo {
 
 namespace detail {

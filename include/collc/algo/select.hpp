@@ -36,28 +36,16 @@
 /// hierarchy, outermost boundary first (bytes read from another node, then
 /// from another package, then from another NUMA domain, ...): the aligned
 /// sets of the paper ({-16,-4,-2,...} on a 2x4x16 node) win those ties.
-#include <collc/algo/cost.hpp>
-#include <collc/algo/lower.hpp>
-#include <collc/algo/presets.hpp>
+#include <collc/algo/schedule.hpp>
 #include <collc/config.hpp>
-#include <collc/enumerate.hpp>
+#include <collc/core.hpp>
 #include <collc/error.hpp>
-#include <collc/factors.hpp>
 #include <collc/ir/cost.hpp>
-#include <collc/ir/program.hpp>
 #include <collc/topology.hpp>
 
-#include <algorithm>
-#include <cmath>
 #include <cstddef>
-#include <cstdint>
-#include <cstdlib>
 #include <optional>
-#include <set>
-#include <string>
 #include <string_view>
-#include <utility>
-#include <variant>
 #include <vector>
 
 namespace collc::algo {

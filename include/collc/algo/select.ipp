@@ -4,6 +4,23 @@
 /// once by src/collc.cpp with COLLC_SEPARATE_COMPILATION (collc/config.hpp).
 #include <collc/algo/select.hpp>
 
+#include <collc/algo/cost.hpp>
+#include <collc/algo/lower.hpp>
+#include <collc/algo/presets.hpp>
+#include <collc/enumerate.hpp>
+#include <collc/error.hpp>
+#include <collc/factors.hpp>
+#include <collc/ir/program.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <set>
+#include <string>
+#include <utility>
+#include <variant>
+
 namespace collc::algo {
 
 namespace detail {
@@ -470,9 +487,7 @@ COLLC_INLINE std::optional<schedule> override_from_env(collective c, int P, bool
   if (algo && factors) where += ' ';
   if (factors) where += collc::detail::cat("COLLC_FACTORS='", *factors, "'");
   auto fail = [&](const error& e) {
-    std::string what = e.what();
-    if (what.starts_with("collc: ")) what.erase(0, 7);
-    return error(e.code(), collc::detail::cat(where, ": ", what));
+    return error(e.code(), collc::detail::cat(where, ": ", e.what()));
   };
   std::optional<factor_set> fs;
   if (factors) {

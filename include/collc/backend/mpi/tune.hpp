@@ -28,14 +28,11 @@
 /// binding of each of its ranks; without, a flat node. Its fingerprint (rank
 /// 0's, broadcast) keys the wisdom.
 #include <collc/algo/select.hpp>
+#include <collc/backend/mpi/plan.hpp>
 #include <collc/error.hpp>
 #include <collc/ops.hpp>
-#include <collc/backend/mpi/plan.hpp>
 #include <collc/topology.hpp>
 #include <collc/wisdom.hpp>
-#if COLLC_HAS_HWLOC
-#include <collc/backend/hwloc/topology.hpp>
-#endif
 
 #include <mpi.h>
 
@@ -95,28 +92,13 @@ struct comm_layout {
 
 namespace mpi {
 
-inline void tune_check(int rc, const char* call) {
-  if (rc != MPI_SUCCESS) throw error(errc::mpi_error, std::string(call) + " failed");
-}
+void tune_check(int rc, const char* call);
 
-inline std::string bcast_string(MPI_Comm comm, std::string s) {
-  int n = static_cast<int>(s.size());
-  tune_check(MPI_Bcast(&n, 1, MPI_INT, 0, comm), "MPI_Bcast");
-  s.resize(static_cast<std::size_t>(n));
-  if (n > 0) tune_check(MPI_Bcast(s.data(), n, MPI_CHAR, 0, comm), "MPI_Bcast");
-  return s;
-}
+std::string bcast_string(MPI_Comm comm, std::string s);
 
-inline int comm_rank_of(MPI_Comm comm) {
-  int r = 0;
-  tune_check(MPI_Comm_rank(comm, &r), "MPI_Comm_rank");
-  return r;
-}
+int comm_rank_of(MPI_Comm comm);
 
-inline void print_warnings(MPI_Comm comm, const std::vector<std::string>& warnings) {
-  if (comm_rank_of(comm) != 0) return;
-  for (const auto& w : warnings) std::fprintf(stderr, "collc: warning: %s\n", w.c_str());
-}
+void print_warnings(MPI_Comm comm, const std::vector<std::string>& warnings);
 
 /// A non-commutative operator for probing the placement of order-sensitive plans.
 struct placement_probe_op {
@@ -147,55 +129,7 @@ plan<T, Op> make_for(collective c, MPI_Comm comm, std::size_t count, int root, O
 /// (`order_sensitive`: a non-commutative operator) or not, with `options`
 /// (pseudo-nodes). Collective over `comm`: builds and frees a one-element
 /// plan to read the plan's own placement, and gathers the ranks' bindings.
-inline comm_layout describe_comm(MPI_Comm comm, bool order_sensitive, const plan_options& options = {}) {
-  comm_layout out;
-  std::vector<int> node_of, comm_of;
-  if (order_sensitive) {
-    auto p = make_allreduce<char, mpi::placement_probe_op>(comm, 1, options);
-    node_of = p.node_of_program();
-    comm_of = p.comm_of_program();
-  } else {
-    auto p = make_allgather<char>(comm, 1, options);
-    node_of = p.node_of_program();
-    comm_of = p.comm_of_program();
-  }
-  out.size = static_cast<int>(node_of.size());
-  int L = 0, N = 0;
-  if (!node_of.empty() && algo::uniform_blocks(node_of, L, N)) {
-    out.nodes = N;
-    out.ranks_per_node = L;
-  } else {
-    out.nodes = node_of.empty() ? 1 : *std::max_element(node_of.begin(), node_of.end()) + 1;
-    out.ranks_per_node = 0;
-  }
-  if (out.nodes > 1) out.node_of = node_of;
-  // Rank 0's node: its program ranks, in program order.
-  const int L0 = static_cast<int>(std::count(node_of.begin(), node_of.end(), node_of.empty() ? 0 : node_of.front()));
-#if COLLC_HAS_HWLOC
-  node_topology node;
-  int mine[2] = {-1, 0};
-  try {
-    node = hwloc::read_node();
-    const rank_binding b = node.locate(hwloc::bound_pus());
-    mine[0] = b.level;
-    mine[1] = b.object;
-  } catch (const error&) {
-    node = node_topology::flat(std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
-  }
-  std::vector<int> all(2 * static_cast<std::size_t>(out.size));
-  mpi::tune_check(MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, comm), "MPI_Allgather");
-  for (int q = 0; q < L0 && q < out.size; ++q) {
-    const auto c = static_cast<std::size_t>(comm_of[static_cast<std::size_t>(q)]);
-    node.bindings.push_back({all[2 * c], all[2 * c + 1]});
-  }
-  out.node = node;
-#else
-  out.node = node_topology::flat(std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
-  out.node.bindings.assign(static_cast<std::size_t>(L0), rank_binding{});  // unknown: flat in rank order
-#endif
-  out.fingerprint = mpi::bcast_string(comm, out.node.fingerprint());
-  return out;
-}
+comm_layout describe_comm(MPI_Comm comm, bool order_sensitive, const plan_options& options = {});
 
 /// The wisdom key of a plan of `c` on `layout` with element type T and operator Op.
 template <class T, class Op>
@@ -216,42 +150,14 @@ namespace mpi {
 
 /// Rank 0 looks `key` up in the wisdom file; every rank gets the schedule
 /// (nullopt on a miss, or when the entry does not parse on this build).
-inline std::optional<algo::schedule> wisdom_lookup(MPI_Comm comm, const std::optional<std::filesystem::path>& file,
-                                                   const wisdom_key& key, std::size_t count) {
-  std::string text;
-  if (comm_rank_of(comm) == 0 && file) {
-    std::vector<std::string> warnings;
-    const wisdom w = wisdom::load(*file, key.fingerprint, &warnings);
-    print_warnings(comm, warnings);
-    if (auto e = w.find(key, count)) text = e->schedule;
-  }
-  text = bcast_string(comm, text);
-  if (text.empty()) return std::nullopt;
-  try {
-    return algo::parse_schedule(text);  // load() checked it already; same text on every rank
-  } catch (const error&) {
-    return std::nullopt;
-  }
-}
+std::optional<algo::schedule> wisdom_lookup(MPI_Comm comm, const std::optional<std::filesystem::path>& file,
+                                            const wisdom_key& key, std::size_t count);
 
 /// Rank 0 writes `e` to the wisdom file (warnings printed, errors reported
 /// as warnings: wisdom is a cache, never a reason to fail).
-inline void wisdom_store(MPI_Comm comm, const std::optional<std::filesystem::path>& file, const wisdom_entry& e) {
-  if (comm_rank_of(comm) != 0 || !file) return;
-  std::vector<std::string> warnings;
-  try {
-    wisdom::update(*file, {e}, &warnings);
-  } catch (const error& x) {
-    warnings.push_back(std::string(x.what()).substr(7));
-  }
-  print_warnings(comm, warnings);
-}
+void wisdom_store(MPI_Comm comm, const std::optional<std::filesystem::path>& file, const wisdom_entry& e);
 
-inline double max_over(MPI_Comm comm, double v) {
-  double m = 0;
-  tune_check(MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
-  return m;
-}
+double max_over(MPI_Comm comm, double v);
 
 /// Runs `p` once on buffers sized for it.
 template <class T, class Op>
@@ -262,12 +168,7 @@ void run_plan(plan<T, Op>& p, std::vector<T>& send, std::vector<T>& recv) {
     p(send.data(), recv.data());
 }
 
-inline double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+double median(std::vector<double> v);
 
 }  // namespace mpi
 
@@ -403,3 +304,7 @@ plan<T, Op> make_tuned(collective c, MPI_Comm comm, std::size_t count, const tun
 }
 
 }  // namespace collc
+
+#if COLLC_HEADER_ONLY
+#include <collc/backend/mpi/tune.ipp>
+#endif
