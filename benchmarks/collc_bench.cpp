@@ -18,6 +18,10 @@
 //    machine hit both sides of a pair alike);
 //  - after timing, collc runs once more and is checked again (a plan must
 //    stay right after many executions, not only on its first).
+//
+// With --describe the sweep's plans are only built and printed (the bound
+// plan, plan::describe: placement, layout, chunking, transfers), rank 0's or
+// with --describe=all every rank's, and nothing is timed.
 #include <collc/algo/presets.hpp>
 #include <collc/ir/text.hpp>
 #include <collc/plan.hpp>
@@ -94,9 +98,11 @@ struct bench_options {
   bool persistent = true;
   int root = 0;
   std::string csv;
-  bool corrupt = false;  // test hook: damage collc's result before the check
-  bool show = false;     // print the lowered programs (diagnosis)
-  int only = -1;         // time only this side (0 collc, 1 MPI, 2 MPI persistent; diagnosis, e.g. under perf)
+  bool corrupt = false;       // test hook: damage collc's result before the check
+  bool show = false;          // print the lowered programs (diagnosis)
+  bool describe = false;      // print rank 0's bound plans instead of timing (diagnosis)
+  bool describe_all = false;  // --describe=all: every rank's, in rank order
+  int only = -1;              // time only this side (0 collc, 1 MPI, 2 MPI persistent; diagnosis, e.g. under perf)
 };
 
 constexpr const char* usage_text =
@@ -121,6 +127,9 @@ constexpr const char* usage_text =
     "  --root R           root of reduce and bcast (default 0)\n"
     "  --csv FILE         also write the results as CSV\n"
     "  --show-programs    print each size's lowered programs (collc's text form) on stderr\n"
+    "  --describe[=all]   print rank 0's bound plan (plan::describe: placement, layout, chunking,\n"
+    "                     transfers) of each collective and size, with =all every rank's in rank\n"
+    "                     order, and exit without timing\n"
     "  --only SIDE        time only collc, mpi or mpip (for profiling one side; no ratios)\n";
 
 struct usage_error {
@@ -266,6 +275,15 @@ bench_options parse_args(int argc, char** argv) {
       if (o.only == -2) throw usage_error{"--only expects collc, mpi or mpip, got '" + std::string(v) + "'"};
     } else if (a == "--show-programs") {
       o.show = true;
+    } else if (a == "--describe") {
+      // The value is optional, so it is only read after '=': "--describe all"
+      // would be the option and then an unknown argument.
+      o.describe = true;
+      if (inline_value) {
+        const std::string_view v = *std::exchange(inline_value, std::nullopt);
+        if (v != "all") throw usage_error{"--describe expects no value or 'all', got '" + std::string(v) + "'"};
+        o.describe_all = true;
+      }
     } else if (a == "--corrupt-for-test") {
       o.corrupt = true;
     } else if (a == "--help" || a == "-h") {
@@ -944,8 +962,71 @@ void setup_times(const context& cx, run_facts& f) {
   MPI_Comm_free(&fresh);
 }
 
+/// Every rank's `text` on rank 0, in rank order (nothing on the others).
+std::vector<std::string> gather_texts(MPI_Comm comm, const std::string& text) {
+  int me = 0, P = 1;
+  MPI_Comm_rank(comm, &me);
+  MPI_Comm_size(comm, &P);
+  const int n = static_cast<int>(text.size());
+  std::vector<int> sizes(me == 0 ? static_cast<std::size_t>(P) : 0), at(sizes.size());
+  MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, comm);
+  std::string all;
+  if (me == 0) {
+    int total = 0;
+    for (int r = 0; r < P; ++r) {
+      at[static_cast<std::size_t>(r)] = total;
+      total += sizes[static_cast<std::size_t>(r)];
+    }
+    all.resize(static_cast<std::size_t>(total));
+  }
+  MPI_Gatherv(text.data(), n, MPI_CHAR, all.data(), sizes.data(), at.data(), MPI_CHAR, 0, comm);
+  std::vector<std::string> out;
+  for (std::size_t r = 0; r < sizes.size(); ++r)
+    out.push_back(all.substr(static_cast<std::size_t>(at[r]), static_cast<std::size_t>(sizes[r])));
+  return out;
+}
+
+/// --describe: the bound plan of every collective and size of the sweep,
+/// built as run_size() builds it, printed by rank 0 (rank 0's, or every
+/// rank's in rank order); nothing is timed. Fails if a plan cannot be built.
+template <class T, class Op>
+int describe_plans(const context& cx) {
+  collc::plan_options po;
+  po.chunk_bytes = cx.opt.chunk_bytes;
+  int failures = 0;
+  for (collective c : cx.opt.colls) {
+    for (std::size_t bytes : cx.opt.sizes) {
+      const layout L = layout_for(c, bytes, sizeof(T), cx.P);
+      if (cx.me == 0) std::printf("# %s %zu B (count %zu)\n", name_of(c).c_str(), L.bytes, L.count);
+      if (L.count == 0) {
+        if (cx.me == 0) std::printf("skipped (count 0)\n");
+        continue;
+      }
+      std::string text;
+      try {
+        // Plan errors are agreed on: every rank skips the gather alike.
+        text = (c == collective::allgather || c == collective::bcast)
+                   ? build_plan<T, collc::plus>(c, cx.comm, L.count, cx.opt.root, cx.sched, po).describe()
+                   : build_plan<T, Op>(c, cx.comm, L.count, cx.opt.root, cx.sched, po).describe();
+      } catch (const collc::error& e) {
+        if (cx.me == 0) std::printf("setup error: %s\n", e.what());  // as the sweep's check column
+        ++failures;
+        continue;
+      }
+      if (cx.opt.describe_all) {
+        for (const auto& t : gather_texts(cx.comm, text)) std::printf("%s\n", t.c_str());
+      } else if (cx.me == 0) {
+        std::printf("%s\n", text.c_str());
+      }
+      std::fflush(stdout);
+    }
+  }
+  return failures == 0 ? 0 : 1;
+}
+
 template <class T, class Op>
 int run_all(context& cx, run_facts& f) {
+  if (cx.opt.describe) return describe_plans<T, Op>(cx);
   std::FILE* csv = nullptr;
   if (cx.me == 0 && !cx.opt.csv.empty()) {
     csv = std::fopen(cx.opt.csv.c_str(), "w");
@@ -1032,7 +1113,7 @@ int main(int argc, char** argv) {
   f.type = cx.opt.type;
   f.op = cx.opt.op;
   f.rotate = cx.opt.rotate;
-  f.memcpy_bw = memcpy_bandwidth(cx.comm, cx.llc);
+  if (!cx.opt.describe) f.memcpy_bw = memcpy_bandwidth(cx.comm, cx.llc);  // --describe times nothing
 
   try {
     if (cx.opt.type == "float")

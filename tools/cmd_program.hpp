@@ -10,6 +10,11 @@
 // Both refuse at once a program too large for --memory-limit (default 2 GiB,
 // ir::verify_options::memory_limit; 0: none), estimated before lowering and
 // again by verify, instead of running out of memory after minutes.
+//
+// The program is what a plan lowers, the same everywhere; what an MPI plan
+// binds on a communicator (placement, shm layout, chunking, messages) is
+// printed by `collc-bench --describe` under mpiexec (docs/benchmarks.md), as
+// `collc show --help` says.
 #include <fmt/core.h>
 
 #include <cstdint>
@@ -44,7 +49,24 @@ struct program_options {
   std::uint64_t memory_limit = ir::verify_options{}.memory_limit;  // bytes; 0: none
   int executions = 2;
   std::string dot;
+  bool help = false;  // -h / --help: the command prints its usage and does nothing else
 };
+
+/// The options both commands take, for their --help.
+inline constexpr std::string_view program_options_help =
+    "  --ranks P             number of ranks (required)\n"
+    "  --factors F           factor set, e.g. --factors=-2,-2,2,2 (default: the default schedule)\n"
+    "  --algo A              recexch | cyclic | tree | copyin (default recexch; cyclic without\n"
+    "                        --factors: ring)\n"
+    "  --collective C        allreduce | reduce_scatter | allgather | reduce | bcast (default allreduce)\n"
+    "  --count N             elements (MPI meaning; default 2 P)\n"
+    "  --root R              root of reduce and bcast (default 0)\n"
+    "  --ranks-per-node L    L ranks per node, messages between nodes (default: one node)\n"
+    "  --arity K             tree arity, 0: binomial (default 2)\n"
+    "  --roots S             tree roots (default 1)\n"
+    "  --fold                recexch: the ranks beyond the factor product fold into partners\n"
+    "  --op OP               sum | prod | min | max | matmul (non-commutative) (default sum)\n"
+    "  --dot FILE            also write the data-flow graph (Graphviz)\n";
 
 inline program_options parse_program_options(std::span<const std::string_view> args) {
   program_options o;
@@ -109,6 +131,9 @@ inline program_options parse_program_options(std::span<const std::string_view> a
       o.memory_limit = parse_integer<std::uint64_t>(a, next(), 0, std::uint64_t{1} << 20) << 30;
     } else if (a == "--dot") {
       o.dot = std::string(next());
+    } else if (a == "-h" || a == "--help") {
+      o.help = true;
+      return o;  // nothing else is required or checked
     } else {
       throw unknown_option(opt.raw());
     }
@@ -193,6 +218,17 @@ inline void write_dot(const program_options& o, const ir::program& p) {
 
 inline int run_show(std::span<const std::string_view> args) {
   const auto o = parse_program_options(args);
+  if (o.help) {
+    fmt::print(
+        "usage: collc show --ranks P [options]\n"
+        "Prints each rank's program for a schedule (collc's text form), as lowered for any machine.\n{}"
+        "The bound plan of an MPI plan (its placement on nodes, shm layout, chunking and messages, as\n"
+        "set up on a communicator) is printed by collc-bench --describe under mpiexec, e.g.\n"
+        "  mpiexec -n 4 collc-bench --describe=all --sizes 64 --schedule=-2,-2,2,2\n"
+        "(docs/benchmarks.md).\n",
+        program_options_help);
+    return 0;
+  }
   const auto p = lower_from(o);
   fmt::print("{}", ir::to_text(p));
   write_dot(o, p);
@@ -201,6 +237,17 @@ inline int run_show(std::span<const std::string_view> args) {
 
 inline int run_verify(std::span<const std::string_view> args) {
   const auto o = parse_program_options(args);
+  if (o.help) {
+    fmt::print(
+        "usage: collc verify --ranks P [options]\n"
+        "Lowers a schedule and proves it: each contribution once (in rank order for a non-commutative\n"
+        "--op), identical results on all ranks, no race, no deadlock.\n{}"
+        "  --in-place            send and recv are the same memory\n"
+        "  --executions E        back-to-back executions to prove (default 2)\n"
+        "  --memory-limit GIB    refuse a program estimated larger (default 2; 0: none)\n",
+        program_options_help);
+    return 0;
+  }
   const auto p = lower_from(o);
   std::size_t instructions = 0;
   for (const auto& c : p.code) instructions += c.size();

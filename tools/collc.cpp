@@ -28,7 +28,10 @@ struct command {
 constexpr command commands[] = {
     {"help", "list the commands", nullptr},
     {"factors", "count and list factor sets for P ranks", collc::tool::run_factors},
-    {"show", "print each rank's program for a schedule (--dot FILE: Graphviz data flow)", collc::tool::run_show},
+    {"show",
+     "print each rank's program for a schedule (--dot FILE: Graphviz data flow; an MPI plan as bound: "
+     "collc-bench --describe)",
+     collc::tool::run_show},
     {"verify", "lower a schedule and verify it (operand order, identical results, races, deadlock)",
      collc::tool::run_verify},
     {"cost", "predicted time of every schedule family (alpha-beta-gamma model), fastest first", collc::tool::run_cost},
