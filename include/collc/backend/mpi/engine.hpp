@@ -108,9 +108,6 @@ class aligned_bytes {
   std::byte* p_ = nullptr;
 };
 
-
-
-
 /// The element kernels the interpreter runs for copy and reduce: inline on
 /// the calling thread. Another backend passes an object with the same three
 /// members to run them elsewhere (backend/kokkos: kernels on an execution
@@ -137,10 +134,9 @@ template <class K, class T, class Op>
 concept kernel_policy = requires(const K& k, T* dst, const T* src, std::size_t n) {
   k.copy(dst, src, n);
   k.sync();
-} && (!std::is_invocable_v<const Op&, const T&, const T&> ||
-      requires(const K& k, T* dst, const T* a, const T* b, std::size_t n, const Op& op) {
-        k.reduce(dst, a, b, n, op);
-      });
+}
+&&(!std::is_invocable_v<const Op&, const T&, const T&> ||
+   requires(const K& k, T* dst, const T* a, const T* b, std::size_t n, const Op& op) { k.reduce(dst, a, b, n, op); });
 
 /// A flag word: the signals given so far, above the number of the call (mod
 /// 2^16) that gave the last one, so a wait sees at no cost whether its peer
@@ -167,7 +163,6 @@ int online_cores() noexcept;
 
 /// "rank 3" or "ranks 0-2,5,7" for a sorted list of ranks.
 std::string rank_list(const std::vector<int>& r);
-
 
 class registry;      // registry.hpp: per-communicator state shared by its plans
 class segment_pool;  // segments.hpp: the node segments plans lease ranges from
@@ -198,15 +193,15 @@ class engine {
   [[nodiscard]] const resolved_options& options() const noexcept { return opt_; }
   [[nodiscard]] std::int64_t id() const noexcept { return plan_id_; }
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
-  [[nodiscard]] bool active() const noexcept { return active_; }
-  [[nodiscard]] bool failed() const noexcept { return failed_; }
+  [[nodiscard]] bool active() const noexcept { return call_.active; }
+  [[nodiscard]] bool failed() const noexcept { return call_.failed; }
   /// Like MPI_Start / MPI_Wait: a started call stays pending until wait()
   /// (or a successful test()) acknowledges it, even if it already completed.
-  [[nodiscard]] bool pending() const noexcept { return pending_; }
-  void acknowledge() noexcept { pending_ = false; }
+  [[nodiscard]] bool pending() const noexcept { return call_.pending; }
+  void acknowledge() noexcept { call_.pending = false; }
   [[nodiscard]] std::size_t chunk_count() const noexcept { return chunk_; }
   [[nodiscard]] std::size_t executions_per_call() const noexcept { return lay_.runs.executions_per_call; }
-  [[nodiscard]] std::uint64_t epoch() const noexcept { return epoch_; }
+  [[nodiscard]] std::uint64_t epoch() const noexcept { return call_.epoch; }
   /// Bytes of the node segment slot (flags + shm) and of the scratch of this rank.
   [[nodiscard]] std::size_t shm_bytes() const noexcept { return lay_.slot_bytes; }
   [[nodiscard]] std::size_t scratch_bytes() const noexcept { return scratch_bytes_; }
@@ -252,26 +247,26 @@ class engine {
   template <class T, class Op, class Kernels = host_kernels>
   requires kernel_policy<Kernels, T, Op>
   bool advance(const Op& op, bool block, const Kernels& kernels = {}) {
-    if (!active_) return true;
+    if (!call_.active) return true;
     if (finalized()) throw error(errc::invalid_argument, name_ + ": called after MPI_Finalize");
     try {
-      while (exec_ < lay_.runs.executions_per_call) {
-        const std::size_t which = lay_.runs.program_for(exec_, last_program_);
+      while (call_.exec < lay_.runs.executions_per_call) {
+        const std::size_t which = lay_.runs.program_for(call_.exec, call_.last_program);
         bound_program& bp = progs_[which];
-        if (!exec_started_) {
+        if (!call_.exec_started) {
           prepare(bp);
-          exec_started_ = true;
-          pc_ = 0;
+          call_.exec_started = true;
+          call_.pc = 0;
         }
         if (!interpret<T>(bp, op, block, kernels)) return false;
         kernels.sync();
         if (!complete_sends(bp, nullptr, block)) return false;
         finish(bp);
-        exec_started_ = false;
-        last_program_ = static_cast<int>(which);
-        ++exec_;
+        call_.exec_started = false;
+        call_.last_program = static_cast<int>(which);
+        ++call_.exec;
       }
-      active_ = false;
+      call_.active = false;
       check_alarm();  // a peer found this call mismatched while this rank needed nothing from it
       return true;
     } catch (const error& e) {
@@ -340,25 +335,25 @@ class engine {
 
   void prepare(const bound_program& bp) {
     const std::size_t elem = shape_.elem_size;
-    const std::size_t at = exec_ * chunk_ * elem;  // chunk base in bytes
-    const std::byte* send = user_send_ ? user_send_ + at : nullptr;
-    if (stage_send_) {
+    const std::size_t at = call_.exec * chunk_ * elem;  // chunk base in bytes
+    const std::byte* send = call_.user_send ? call_.user_send + at : nullptr;
+    if (call_.stage_send) {
       std::memcpy(stage_.get(), send, bp.count * elem);
       send = stage_.get();
     }
     bases_[slot_send] = const_cast<std::byte*>(send);  // only read through send ops
-    bases_[slot_recv] = stage_recv_ ? stage_.get() : (user_recv_ ? user_recv_ + at : nullptr);
+    bases_[slot_recv] = call_.stage_recv ? stage_.get() : (call_.user_recv ? call_.user_recv + at : nullptr);
     if (lay_.alternate) {
-      const std::size_t shift = (epoch_ & 1) * lay_.copy_bytes;
+      const std::size_t shift = (call_.epoch & 1) * lay_.copy_bytes;
       for (std::size_t l = 0; l < shm_base_.size(); ++l) bases_[slot_shm0 + l] = shm_base_[l] + shift;
     }
   }
 
   void finish(const bound_program& bp) {
-    if (stage_recv_ && !discard_recv_)
-      std::memcpy(user_recv_ + exec_ * chunk_ * shape_.elem_size, stage_.get(), bp.count * shape_.elem_size);
+    if (call_.stage_recv && !call_.discard_recv)
+      std::memcpy(call_.user_recv + call_.exec * chunk_ * shape_.elem_size, stage_.get(), bp.count * shape_.elem_size);
     for (std::size_t i = 0; i < sig_base_.size(); ++i) sig_base_[i] += bp.signals[i];
-    ++epoch_;
+    ++call_.epoch;
   }
 
   template <class T, class Op, class Kernels>
@@ -367,7 +362,7 @@ class engine {
     const auto at = [base](std::uint16_t slot, std::size_t off) { return reinterpret_cast<T*>(base[slot]) + off; };
     const bound_op* ops = bp.ops.data();
     const std::size_t n = bp.ops.size();
-    for (std::size_t pc = pc_; pc < n; ++pc) {
+    for (std::size_t pc = call_.pc; pc < n; ++pc) {
       const bound_op& o = ops[pc];
       switch (o.code) {
         case opcode::copy: kernels.copy(at(o.dst_slot, o.dst), at(o.a_slot, o.a), o.n); break;
@@ -379,19 +374,20 @@ class engine {
           break;
         case opcode::signal:
           kernels.sync();  // peers read what earlier kernels wrote once they see the signal
-          std::atomic_ref<std::uint64_t>(*o.flag).store(flag_word(++own_[o.index], seq_), std::memory_order_release);
+          std::atomic_ref<std::uint64_t>(*o.flag).store(flag_word(++own_[o.index], call_.seq),
+                                                        std::memory_order_release);
           break;
         case opcode::wait: {
           const std::int64_t target = sig_base_[o.index] + o.value;
           if (target <= 0) break;  // names no signal of this plan
           std::uint64_t word = load(o.flag);
           if (signals_of(word) < target && !wait_flag(o, target, block, word)) {
-            pc_ = pc;
+            call_.pc = pc;
             return false;
           }
           // A signal of this execution comes from the peer's same call, or
           // the ranks call their plans in different orders.
-          if (o.value > 0 && ((word ^ seq_) & flag_call_mask) != 0) check_signal_call(o, word, target);
+          if (o.value > 0 && ((word ^ call_.seq) & flag_call_mask) != 0) check_signal_call(o, word, target);
           break;
         }
         case opcode::send:
@@ -401,20 +397,20 @@ class engine {
         case opcode::recv:
           kernels.sync();  // MPI overwrites the destination, which earlier kernels may still read
           if (!complete_recv(bp.transfers[o.index], o, block)) {
-            pc_ = pc;
+            call_.pc = pc;
             return false;
           }
           check_message_call(o, bp.transfers[o.index].peer);
           break;
         case opcode::fence:
           if (!complete_sends(bp, &o, block)) {
-            pc_ = pc;
+            call_.pc = pc;
             return false;
           }
           break;
       }
     }
-    pc_ = n;
+    call_.pc = n;
     return true;
   }
 
@@ -431,7 +427,6 @@ class engine {
   /// A message of this plan arrived: the peer (same physical node) must be
   /// in this call with this plan, not behind it or in another plan.
   void check_message_call(const bound_op& o, int peer);
-
 
   void bind_transfer(transfer& t) {
     const std::byte* addr = bases_[t.slot] + t.offset * shape_.elem_size;
@@ -514,24 +509,29 @@ class engine {
   bool in_place_safe_ = true;         ///< the bound programs may run with send and recv aliased
   bool has_transfers_ = false;        ///< this rank's programs send or receive
   std::size_t scratch_bytes_ = 0, stage_bytes_ = 0;
-  std::vector<std::byte*> shm_base_;                 // [node rank] first half
+  std::vector<std::byte*> shm_base_;  // [node rank] first half
   aligned_bytes scratch_, stage_;
   std::vector<std::byte*> bases_;
   std::vector<std::int64_t> sig_base_;  // [l * flags + f]: signals of node rank l on f, earlier executions
   std::vector<std::uint64_t> own_;      // [f]: this rank's signals on f so far
   unsigned spin_ = 2048;
 
-  // The call in progress.
-  bool active_ = false, failed_ = false, pending_ = false;
-  std::string failure_;
-  int origin_ = -1;  ///< the rank whose error failed this plan, if a peer passed it on
-  std::uint64_t seq_ = 0, epoch_ = 0;
-  std::size_t exec_ = 0, pc_ = 0;
-  bool exec_started_ = false;
-  int last_program_ = -1;
-  const std::byte* user_send_ = nullptr;
-  std::byte* user_recv_ = nullptr;
-  bool stage_send_ = false, stage_recv_ = false, discard_recv_ = false;
+  /// The call in progress: everything a call changes (the bound plan above
+  /// stays as setup left it, except the signal counts, which carry over from
+  /// call to call by design: a signal's expected value is its count so far).
+  struct call_state {
+    bool active = false, failed = false, pending = false;
+    std::string failure;
+    int origin = -1;  ///< the rank whose error failed this plan, if a peer passed it on
+    std::uint64_t seq = 0, epoch = 0;
+    std::size_t exec = 0, pc = 0;  ///< execution of this call and instruction in it
+    bool exec_started = false;
+    int last_program = -1;
+    const std::byte* user_send = nullptr;
+    std::byte* user_recv = nullptr;
+    bool stage_send = false, stage_recv = false, discard_recv = false;
+  };
+  call_state call_;
 };
 
 }  // namespace collc::mpi

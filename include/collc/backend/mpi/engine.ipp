@@ -59,8 +59,8 @@ COLLC_INLINE void watch_finalize() {
 /// Online CPUs of this node: the cores the ranks of a node share.
 COLLC_INLINE int online_cores() noexcept { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
-
-COLLC_INLINE engine::engine(MPI_Comm comm, plan_shape shape, const resolved_options& opt) : shape_(std::move(shape)), opt_(opt) {
+COLLC_INLINE engine::engine(MPI_Comm comm, plan_shape shape, const resolved_options& opt)
+    : shape_(std::move(shape)), opt_(opt) {
   int initialized = 0;
   COLLC_MPI_CHECK(MPI_Initialized(&initialized));
   if (!initialized) throw error(errc::invalid_argument, "MPI is not initialized");
@@ -135,52 +135,53 @@ COLLC_INLINE void engine::build_from(std::vector<ir::program> programs) {
 
 COLLC_INLINE void engine::begin(const void* send, void* recv, bool in_place, bool discard_recv) {
   refuse_unusable();
-  if (pending_) throw error(errc::invalid_argument, name_ + ": start() called again before wait()");
-  seq_ = ++reg_->seq;
-  reg_->stamp(seq_, plan_id_);
+  if (call_.pending) throw error(errc::invalid_argument, name_ + ": start() called again before wait()");
+  call_.seq = ++reg_->seq;
+  reg_->stamp(call_.seq, plan_id_);
   try {
     check_alarm();
   } catch (const error& e) {
     fail(e);
     throw;
   }
-  pending_ = true;
-  user_send_ = static_cast<const std::byte*>(send);
-  user_recv_ = static_cast<std::byte*>(recv);
-  discard_recv_ = discard_recv;
-  stage_recv_ = discard_recv;
-  stage_send_ = false;
+  call_.pending = true;
+  call_.user_send = static_cast<const std::byte*>(send);
+  call_.user_recv = static_cast<std::byte*>(recv);
+  call_.discard_recv = discard_recv;
+  call_.stage_recv = discard_recv;
+  call_.stage_send = false;
   if (in_place && !in_place_safe_) {
     if (shape_.coll == collective::reduce_scatter)
-      stage_recv_ = true;
+      call_.stage_recv = true;
     else
-      stage_send_ = true;
+      call_.stage_send = true;
   }
-  exec_ = 0;
-  exec_started_ = false;
-  active_ = lay_.runs.executions_per_call > 0;
+  call_.exec = 0;
+  call_.exec_started = false;
+  call_.active = lay_.runs.executions_per_call > 0;
 }
 
 COLLC_INLINE void engine::abandon(const error& e) {
   refuse_unusable();
-  if (pending_) return;  // the call in progress is not this one
-  seq_ = ++reg_->seq;
-  reg_->stamp(seq_, plan_id_);
+  if (call_.pending) return;  // the call in progress is not this one
+  call_.seq = ++reg_->seq;
+  reg_->stamp(call_.seq, plan_id_);
   fail(e);
 }
 
 COLLC_INLINE void engine::refuse_unusable() const {
   if (finalized()) throw error(errc::invalid_argument, name_ + ": called after MPI_Finalize");
-  if (failed_) throw error(errc::invalid_argument, name_ + " is unusable after an earlier error: " + failure_);
+  if (call_.failed)
+    throw error(errc::invalid_argument, name_ + " is unusable after an earlier error: " + call_.failure);
 }
 
 COLLC_INLINE void engine::check_alarm() {
   if (!reg_->abandoned.empty()) {
     auto it = reg_->abandoned.find(plan_id_);
-    if (it != reg_->abandoned.end() && it->second.seq <= seq_) {
-      origin_ = it->second.origin;
-      throw error(it->second.code, name_ + ": " + it->second.why + ", so call #" + std::to_string(seq_) +
-                                       " cannot complete");
+    if (it != reg_->abandoned.end() && it->second.seq <= call_.seq) {
+      call_.origin = it->second.origin;
+      throw error(it->second.code,
+                  name_ + ": " + it->second.why + ", so call #" + std::to_string(call_.seq) + " cannot complete");
     }
   }
   const std::uint64_t alarm = reg_->alarm();
@@ -193,17 +194,17 @@ COLLC_INLINE void engine::check_alarm() {
                             std::to_string(f.seq) + " after an error (" + std::string(to_string(f.code)) + ")" +
                             raised_by(q, f.origin);
     reg_->abandoned.emplace(f.plan, registry::abandoned_plan{f.code, f.seq, why, f.origin});
-    if (f.plan == plan_id_ && f.seq <= seq_) {
-      origin_ = f.origin;
-      throw error(f.code, name_ + ": " + why + ", so call #" + std::to_string(seq_) + " cannot complete");
+    if (f.plan == plan_id_ && f.seq <= call_.seq) {
+      call_.origin = f.origin;
+      throw error(f.code, name_ + ": " + why + ", so call #" + std::to_string(call_.seq) + " cannot complete");
     }
-    if (f.code == errc::mismatch && f.seq <= seq_ && f.seq > reg_->reported_mismatch) {
+    if (f.code == errc::mismatch && f.seq <= call_.seq && f.seq > reg_->reported_mismatch) {
       reg_->reported_mismatch = f.seq;
       const auto [tag, known] = reg_->own_stamp(f.seq);
       throw error(errc::mismatch, "mismatched collective calls: rank " + std::to_string(q) + " found call #" +
-                                      std::to_string(f.seq) + " mismatched; rank " + std::to_string(rank_) +
-                                      " ran " + (known ? reg_->plan_name_by_tag(tag) : std::string("?")) +
-                                      " in that call (reported in call #" + std::to_string(seq_) + ", " + name_ +
+                                      std::to_string(f.seq) + " mismatched; rank " + std::to_string(rank_) + " ran " +
+                                      (known ? reg_->plan_name_by_tag(tag) : std::string("?")) +
+                                      " in that call (reported in call #" + std::to_string(call_.seq) + ", " + name_ +
                                       ")");
     }
   }
@@ -211,12 +212,10 @@ COLLC_INLINE void engine::check_alarm() {
 }
 
 COLLC_INLINE std::string engine::signature_text() const {
-  return std::string(to_string(shape_.coll)) + " count=" + std::to_string(shape_.count) +
-         " type=" + shape_.type_name + "(" + std::to_string(shape_.elem_size) + " B) op=" + shape_.op_name +
-         " schedule=" + shape_.schedule +
-         (shape_.coll == collective::reduce || shape_.coll == collective::bcast
-              ? " root=" + std::to_string(shape_.root)
-              : "") +
+  return std::string(to_string(shape_.coll)) + " count=" + std::to_string(shape_.count) + " type=" + shape_.type_name +
+         "(" + std::to_string(shape_.elem_size) + " B) op=" + shape_.op_name + " schedule=" + shape_.schedule +
+         (shape_.coll == collective::reduce || shape_.coll == collective::bcast ? " root=" + std::to_string(shape_.root)
+                                                                                : "") +
          " ranks_per_node=" + std::to_string(opt_.ranks_per_node) +
          (opt_.place == collc::placement::round_robin ? " placement=round_robin" : "") +
          " chunk_bytes=" + std::to_string(opt_.chunk_bytes);
@@ -226,8 +225,7 @@ COLLC_INLINE void engine::check_shape() const {
   if ((shape_.coll == collective::reduce || shape_.coll == collective::bcast) &&
       (shape_.root < 0 || shape_.root >= size_))
     throw error(errc::invalid_argument, "root " + std::to_string(shape_.root) +
-                                            " is not a rank of the communicator (size " + std::to_string(size_) +
-                                            ")");
+                                            " is not a rank of the communicator (size " + std::to_string(size_) + ")");
   const bool blocked = shape_.coll == collective::reduce_scatter || shape_.coll == collective::allgather;
   const std::size_t blocks = blocked ? static_cast<std::size_t>(size_) : 1;
   if (shape_.elem_size == 0 || shape_.count > SIZE_MAX / blocks / shape_.elem_size)
@@ -298,8 +296,8 @@ COLLC_INLINE void engine::settle(const std::string& resolved, const std::optiona
   name_ = "plan " + std::to_string(plan_id_) + " (" + text + ")";
   reg_->plan_names[plan_id_] = name_;
   if (v[8] != n)  // same signature and schedule, yet different programs: a bug, not a user error
-    throw error(errc::mismatch, name_ + ": ranks lowered programs of different sizes (" + std::to_string(n) +
-                                    " and " + std::to_string(v[8]) + " bytes of segment)");
+    throw error(errc::mismatch, name_ + ": ranks lowered programs of different sizes (" + std::to_string(n) + " and " +
+                                    std::to_string(v[8]) + " bytes of segment)");
   const bool agreed = arena >= 0 && v[6] == a && -v[9] == a && v[7] == o && -v[10] == o;
   if (pool_ == nullptr) {  // every rank alike: same placement, pools made in the same order
     pool_ = &reg_->pool_for(map_, node_id_, prog_rank_);
@@ -333,8 +331,8 @@ COLLC_INLINE void engine::agree(const std::int64_t (&mine)[11], std::int64_t (&o
         missing.push_back(q);
     }
     reg_->keep_pending(req, std::move(values));
-    std::string who = missing.empty() ? std::string("no rank of this node is missing")
-                                      : rank_list(missing) + " did not arrive";
+    std::string who =
+        missing.empty() ? std::string("no rank of this node is missing") : rank_list(missing) + " did not arrive";
     if (others) who += " (ranks on other nodes are not visible from here)";
     throw error(errc::timeout, "timeout after " + std::to_string(opt_.timeout_s) + " s in the setup of " + text +
                                    " on rank " + std::to_string(rank_) + ": " + who +
@@ -345,9 +343,9 @@ COLLC_INLINE void engine::agree(const std::int64_t (&mine)[11], std::int64_t (&o
   for (int q = 0; q < size_; ++q)
     if (const auto st = reg_->setup_of(q); q != rank_ && st && st->first == k && st->second) gave_up.push_back(q);
   if (!gave_up.empty())
-    throw error(errc::timeout, "setup of " + text + " on rank " + std::to_string(rank_) + ": " +
-                                   rank_list(gave_up) + " gave up waiting for this rank (timeout " +
-                                   std::to_string(opt_.timeout_s) + " s); the plan was not built");
+    throw error(errc::timeout, "setup of " + text + " on rank " + std::to_string(rank_) + ": " + rank_list(gave_up) +
+                                   " gave up waiting for this rank (timeout " + std::to_string(opt_.timeout_s) +
+                                   " s); the plan was not built");
 }
 
 [[noreturn]] COLLC_INLINE void engine::report_disagreement(std::uint64_t h, const std::string& text) {
@@ -359,8 +357,7 @@ COLLC_INLINE void engine::agree(const std::int64_t (&mine)[11], std::int64_t (&o
   mine.hash = h;
   std::strncpy(mine.text, text.c_str(), sizeof(mine.text) - 1);
   std::vector<entry> all(static_cast<std::size_t>(size_));
-  COLLC_MPI_CHECK(
-      MPI_Allgather(&mine, sizeof(entry), MPI_BYTE, all.data(), sizeof(entry), MPI_BYTE, reg_->control()));
+  COLLC_MPI_CHECK(MPI_Allgather(&mine, sizeof(entry), MPI_BYTE, all.data(), sizeof(entry), MPI_BYTE, reg_->control()));
   std::map<std::uint64_t, std::vector<int>> groups;
   std::vector<std::uint64_t> order;  // by first rank
   for (int r = 0; r < size_; ++r) {
@@ -457,39 +454,40 @@ COLLC_INLINE void engine::bind_all(int arena, std::size_t offset) {
 }
 
 COLLC_INLINE void engine::check_signal_call(const bound_op& o, std::uint64_t word, std::int64_t target) {
-  const auto delta = static_cast<std::int16_t>(static_cast<std::uint16_t>((word & flag_call_mask) - (seq_ & flag_call_mask)));
+  const auto delta =
+      static_cast<std::int16_t>(static_cast<std::uint16_t>((word & flag_call_mask) - (call_.seq & flag_call_mask)));
   const int peer = map_.comm_of_prog[static_cast<std::size_t>(o.peer)];
-  const peer_report rep = reg_->look(peer, seq_);
+  const peer_report rep = reg_->look(peer, call_.seq);
   const bool other_plan = rep.plan_known && rep.plan_tag != plan_tag(plan_id_);
   if (signals_of(word) > target && delta > 0 && !other_plan) return;  // ran ahead, same plan in this call
   throw error(errc::mismatch,
-              "mismatched collective calls: rank " + std::to_string(rank_) + " in call #" + std::to_string(seq_) +
-                  " (" + name_ + ") waited for signal " + std::to_string(target - sig_base_[o.index]) +
-                  " of rank " + std::to_string(peer) + " at instruction " + std::to_string(o.source) +
-                  ", which rank " + std::to_string(peer) + " gave in its call #" +
-                  std::to_string(static_cast<std::int64_t>(seq_) + delta) +
-                  (other_plan ? "; in call #" + std::to_string(seq_) + " rank " + std::to_string(peer) + " runs " +
+              "mismatched collective calls: rank " + std::to_string(rank_) + " in call #" + std::to_string(call_.seq) +
+                  " (" + name_ + ") waited for signal " + std::to_string(target - sig_base_[o.index]) + " of rank " +
+                  std::to_string(peer) + " at instruction " + std::to_string(o.source) + ", which rank " +
+                  std::to_string(peer) + " gave in its call #" +
+                  std::to_string(static_cast<std::int64_t>(call_.seq) + delta) +
+                  (other_plan ? "; in call #" + std::to_string(call_.seq) + " rank " + std::to_string(peer) + " runs " +
                                     reg_->plan_name_by_tag(rep.plan_tag)
                               : std::string()) +
                   " (the ranks call their plans in different orders)");
 }
 
 COLLC_INLINE void engine::check_message_call(const bound_op& o, int peer) {
-  const peer_report rep = reg_->look(peer, seq_);
+  const peer_report rep = reg_->look(peer, call_.seq);
   if (rep.kind == peer_report::failed && !(rep.plan_known && rep.plan_tag != plan_tag(plan_id_))) {
-    origin_ = rep.origin;
-    throw error(rep.failure, name_ + ": rank " + std::to_string(peer) + " abandoned call #" + std::to_string(seq_) +
-                                 " after an error (" + std::string(to_string(rep.failure)) + ")" +
-                                 raised_by(peer, rep.origin));
+    call_.origin = rep.origin;
+    throw error(rep.failure, name_ + ": rank " + std::to_string(peer) + " abandoned call #" +
+                                 std::to_string(call_.seq) + " after an error (" + std::string(to_string(rep.failure)) +
+                                 ")" + raised_by(peer, rep.origin));
   }
   if (rep.kind == peer_report::behind || (rep.plan_known && rep.plan_tag != plan_tag(plan_id_)))
     throw error(errc::mismatch,
-                "mismatched collective calls: rank " + std::to_string(rank_) + " in call #" + std::to_string(seq_) +
-                    " (" + name_ + ") received a message of this plan from rank " + std::to_string(peer) +
-                    " at instruction " + std::to_string(o.source) + ", but rank " + std::to_string(peer) +
+                "mismatched collective calls: rank " + std::to_string(rank_) + " in call #" +
+                    std::to_string(call_.seq) + " (" + name_ + ") received a message of this plan from rank " +
+                    std::to_string(peer) + " at instruction " + std::to_string(o.source) + ", but rank " +
+                    std::to_string(peer) +
                     (rep.kind == peer_report::behind ? std::string(" has not started that call")
-                                                     : " ran " + reg_->plan_name_by_tag(rep.plan_tag) +
-                                                           " in it") +
+                                                     : " ran " + reg_->plan_name_by_tag(rep.plan_tag) + " in it") +
                     " (the ranks call their plans in different orders)");
 }
 
@@ -516,26 +514,27 @@ COLLC_INLINE bool engine::wait_flag(const bound_op& o, std::int64_t target, bool
   return true;
 }
 
-COLLC_INLINE void engine::slow_check(const bound_op& o, int peer, const char* what, std::int64_t target, double waited) {
+COLLC_INLINE void engine::slow_check(const bound_op& o, int peer, const char* what, std::int64_t target,
+                                     double waited) {
   auto where = [&] {
     std::string s = "rank " + std::to_string(rank_) + " waits for " + what + " from rank " + std::to_string(peer) +
                     " at instruction " + std::to_string(o.source) + " (";
     if (o.code == opcode::wait)
       s += "flag " + std::to_string(o.index % static_cast<std::uint32_t>(std::max(lay_.flags, 1))) +
            " >= " + std::to_string(target) + ", now " + std::to_string(signals_of(load(o.flag))) + ", ";
-    s += "execution " + std::to_string(exec_ + 1) + "/" + std::to_string(lay_.runs.executions_per_call) + " of call #" +
-         std::to_string(seq_) + ", " + name_ + ")";
+    s += "execution " + std::to_string(call_.exec + 1) + "/" + std::to_string(lay_.runs.executions_per_call) +
+         " of call #" + std::to_string(call_.seq) + ", " + name_ + ")";
     return s;
   };
-  const peer_report rep = reg_->look(peer, seq_);
+  const peer_report rep = reg_->look(peer, call_.seq);
   if (rep.kind == peer_report::failed) {
-    origin_ = rep.origin;
+    call_.origin = rep.origin;
     throw error(rep.failure, where() + ": rank " + std::to_string(peer) + " abandoned this call after an error (" +
                                  std::string(to_string(rep.failure)) + ")" + raised_by(peer, rep.origin));
   }
   // A peer that gave up on this plan in an earlier call never signals it again.
-  if (const peer_failure f = reg_->failure_of(peer); f.seq != 0 && f.plan == plan_id_ && f.seq <= seq_) {
-    origin_ = f.origin;
+  if (const peer_failure f = reg_->failure_of(peer); f.seq != 0 && f.plan == plan_id_ && f.seq <= call_.seq) {
+    call_.origin = f.origin;
     throw error(f.code, where() + ": rank " + std::to_string(peer) + " abandoned this plan in call #" +
                             std::to_string(f.seq) + " after an error (" + std::string(to_string(f.code)) + ")" +
                             raised_by(peer, f.origin));
@@ -559,11 +558,11 @@ COLLC_INLINE std::string engine::raised_by(int peer, int origin) {
 }
 
 COLLC_INLINE void engine::fail(const error& e) {
-  failed_ = true;
-  active_ = false;
-  pending_ = false;
-  failure_ = e.what();
-  reg_->mark_failed(seq_, e.code(), plan_id_, origin_ < 0 ? rank_ : origin_);
+  call_.failed = true;
+  call_.active = false;
+  call_.pending = false;
+  call_.failure = e.what();
+  reg_->mark_failed(call_.seq, e.code(), plan_id_, call_.origin < 0 ? rank_ : call_.origin);
 }
 
 COLLC_INLINE void engine::wait_transfer(transfer& t, const bound_op& at, const char* what) {
