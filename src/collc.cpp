@@ -21,6 +21,9 @@
 #include <collc/algo/select.ipp>
 #include <collc/wisdom.ipp>
 
+// The MPI backend's plan layout is a pure function (no <mpi.h>): built in every configuration.
+#include <collc/backend/mpi/layout.ipp>
+
 // MPI backend.
 #if defined(COLLC_HAS_MPI)
 #include <collc/backend/mpi/handles.ipp>
@@ -30,7 +33,6 @@
 #include <collc/backend/mpi/registry.ipp>
 #include <collc/backend/mpi/binder.ipp>
 #include <collc/backend/mpi/calibrate.ipp>
-#include <collc/backend/mpi/layout.ipp>
 #include <collc/backend/mpi/engine.ipp>
 #include <collc/backend/mpi/build.ipp>
 #include <collc/backend/mpi/tune.ipp>
