@@ -170,6 +170,7 @@ TEST_CASE("recursive {-4,4}, P = 4: shm of the program, two copies of whole line
   CHECK(l.alternate);
   CHECK_FALSE(l.data_in_flag_line);
   CHECK(l.copy_bytes == lines(l.shm_elems * 8));
+  CHECK(l.shm_copies == 2);
   CHECK(l.slot_bytes == 64 + 2 * l.copy_bytes);
   CHECK(l.runs.executions_per_call == 1);
   CHECK(l.runs.in_place);
@@ -189,7 +190,12 @@ TEST_CASE("tree: reduce and bcast on one node", "[mpi][layout]") {
       CHECK(l.max_count == 100);
       CHECK_FALSE(l.any_rank_messages);
       CHECK(l.alternate);  // 1600 B of shm: well under 16 KiB
-      CHECK(l.slot_bytes == 64 + 2 * lines(l.shm_elems * 8));
+      // Rooted: a ring of 32 copies (1600 B -> 1664 B a copy, twice the ring
+      // within 64 KiB), so the root or the leaves run ahead of slow readers.
+      CHECK(l.shm_copies == 32);
+      CHECK(l.runs.shm_copies == 32);
+      CHECK(l.copy_bytes == lines(l.shm_elems * 8));
+      CHECK(l.slot_bytes == 64 + 32 * lines(l.shm_elems * 8));
       CHECK(l.runs.executions_per_call == 1);
       CHECK(l.runs.in_place);
     }
@@ -205,6 +211,7 @@ TEST_CASE("copy-in: allgather blocks in shm, P = 3", "[mpi][layout]") {
   CHECK(l.max_count == 16);  // count in MPI's meaning: per block
   CHECK_FALSE(l.any_rank_messages);
   CHECK(l.alternate);
+  CHECK(l.shm_copies == 2);  // every rank waits for every other: no run-ahead to gain
   CHECK(l.slot_bytes == 64 + 2 * lines(l.shm_elems * 8));
   CHECK(l.runs.executions_per_call == 1);
   CHECK(l.runs.sequence(2, 1) == std::vector<std::size_t>{0, 0});

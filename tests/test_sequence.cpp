@@ -39,23 +39,22 @@ runs plan_runs(const algo::schedule& s, collective c, int P, std::size_t count, 
                                    q.node_of = node_of;
                                    return algo::lower(s, q);
                                  });
-  const bool alt = alternates(lowered.programs, elem, chunk_bytes);
-  return make_runs(std::move(lowered), count, alt);
+  const int copies = shm_copies_for(lowered.programs, elem, chunk_bytes);  // the engine's rule (layout_of)
+  return make_runs(std::move(lowered), count, copies);
 }
 
 verify_result prove(const runs& r, bool commutative, bool in_place) {
-  return verify_sequence(r.programs, r.sequence(3, 3),
-                         {.commutative = commutative, .in_place = in_place, .shm_copies = r.alternate ? 2 : 1});
+  const int w = r.window();
+  return verify_sequence(r.programs, r.sequence(w, static_cast<std::size_t>(w)),
+                         {.commutative = commutative, .in_place = in_place, .shm_copies = r.shm_copies});
 }
 
 /// The schedules a plan on (c, P, nodes) may run: the defaults (oversubscribed
 /// and not) and one of each family.
 std::vector<algo::schedule> schedules_for(collective c, int P, std::size_t bytes, const std::vector<int>& node_of) {
   std::vector<algo::schedule> out = {algo::default_schedule(c, P, bytes, true, node_of, 0),
-                                     algo::default_schedule(c, P, bytes, true, node_of, 2),
-                                     algo::schedule::tree(0),
-                                     algo::schedule::tree(std::max(2, P - 1)),
-                                     algo::schedule::copy_in()};
+                                     algo::default_schedule(c, P, bytes, true, node_of, 2), algo::schedule::tree(0),
+                                     algo::schedule::tree(std::max(2, P - 1)), algo::schedule::copy_in()};
   switch (c) {
     case collective::allreduce:
       out.push_back(algo::schedule::recursive(factor_set{-P, P}));
@@ -93,7 +92,7 @@ TEST_CASE("the outside test's reduce: a tail after chunks races without the guar
     for (int k = 0; k < 3; ++k) order.push_back(0);
     order.push_back(1);
   }
-  const auto before = verify_sequence(unguarded, order, {.commutative = true, .shm_copies = r.alternate ? 2 : 1});
+  const auto before = verify_sequence(unguarded, order, {.commutative = true, .shm_copies = r.shm_copies});
   INFO(before.to_string());
   CHECK(before.failed == property::race);
   CHECK(before.execution == 3);  // the first tail
@@ -186,10 +185,10 @@ TEST_CASE("every plan's sequence verifies around chunk boundaries", "[ir][sequen
                   if (in_place && !r.in_place) continue;  // the engine stages instead
                   const auto v = prove(r, true, in_place);
                   if (!v) {
-                    INFO(std::string(collc::to_string(c)) << " P=" << P << " nodes=" << node_of.size() << " "
-                                                          << s.to_string() << " root=" << root << " count=" << count
-                                                          << " chunk=" << r.chunk << " in_place=" << in_place
-                                                          << " alternate=" << r.alternate << ": " << v.to_string());
+                    INFO(std::string(collc::to_string(c))
+                         << " P=" << P << " nodes=" << node_of.size() << " " << s.to_string() << " root=" << root
+                         << " count=" << count << " chunk=" << r.chunk << " in_place=" << in_place
+                         << " alternate=" << r.alternate << ": " << v.to_string());
                     CHECK(v);
                   }
                   ++proven;
@@ -208,8 +207,8 @@ TEST_CASE("non-commutative operators: sequences keep rank order", "[ir][sequence
   int proven = 0;
   for (collective c : {collective::allreduce, collective::reduce_scatter, collective::reduce})
     for (int P = 2; P <= 6; ++P)
-      for (const auto& s : {algo::default_schedule(c, P, 4096, false), algo::schedule::tree(0),
-                            algo::schedule::copy_in()})
+      for (const auto& s :
+           {algo::default_schedule(c, P, 4096, false), algo::schedule::tree(0), algo::schedule::copy_in()})
         for (std::size_t count : {std::size_t{64 + 1}, std::size_t{128 + 20}}) {
           runs r;
           try {
@@ -217,12 +216,68 @@ TEST_CASE("non-commutative operators: sequences keep rank order", "[ir][sequence
           } catch (const collc::error&) {
             continue;
           }
-          const auto v = verify_sequence(r.programs, r.sequence(3, 3), {.shm_copies = r.alternate ? 2 : 1});
+          const int w = r.window();
+          const auto v =
+              verify_sequence(r.programs, r.sequence(w, static_cast<std::size_t>(w)), {.shm_copies = r.shm_copies});
           INFO(s.to_string() << " P=" << P << " count=" << count << ": " << v.to_string());
           CHECK(v);
           ++proven;
         }
   CHECK(proven > 20);
+}
+
+TEST_CASE("rooted collectives rotate over a ring of shm copies, proven over more executions than copies",
+          "[ir][sequence][ring]") {
+  for (collective c : {collective::bcast, collective::reduce})
+    for (int P : {2, 3, 4, 8})
+      for (const auto& s : {algo::schedule::tree(0), algo::schedule::tree(std::max(2, P - 1))})
+        for (std::size_t count : {std::size_t{1}, std::size_t{100}, std::size_t{1024}, std::size_t{2048}}) {
+          const runs r = plan_runs(s, c, P, count, P - 1, 8, std::size_t{256} << 10, {});
+          INFO(std::string(collc::to_string(c))
+               << " P=" << P << " " << s.to_string() << " count=" << count << " copies=" << r.shm_copies);
+          // A tree's shm is two blocks of `count` elements: 16 B (one 64-byte
+          // line a copy) and 1600 B: 32 copies; 16 KiB: 4 (the ring doubles
+          // while twice it fits 64 KiB); 32 KiB: above alternate_max_bytes, one.
+          const int expected = count <= 100 ? max_shm_copies : count == 1024 ? 4 : 1;
+          CHECK(r.shm_copies == expected);
+          const auto v = prove(r, true, false);
+          INFO(v.to_string());
+          CHECK(v);
+          // The same waits on fewer copies than they assume: execution e
+          // rewrites the copy a slow reader of execution e - copies/2 still
+          // reads. The proof must see it (an engine whose copy index and
+          // waits disagree is wrong).
+          if (r.shm_copies > 2 && P > 1) {
+            const int w = r.window();
+            const auto fewer = verify_sequence(r.programs, r.sequence(w, static_cast<std::size_t>(w)),
+                                               {.commutative = true, .shm_copies = r.shm_copies / 2});
+            CHECK(fewer.failed == property::race);
+          }
+        }
+  // A ring's proof needs more executions than copies: three (what the engine
+  // proved with two copies) never reuse a copy of 32.
+  const runs r = plan_runs(algo::schedule::tree(0), collective::bcast, 4, 1, 0, 8, std::size_t{256} << 10, {});
+  REQUIRE(r.shm_copies == max_shm_copies);
+  CHECK(r.window() == max_shm_copies + 1);
+  const auto short_one = verify_sequence(r.programs, r.sequence(3, 3), {.shm_copies = 1});
+  CHECK(short_one.failed == property::race);  // one copy: the third execution already races
+}
+
+TEST_CASE("ir::alternate writes a ring of k executions as one program that verifies", "[ir][sequence][ring]") {
+  algo::lower_request q;
+  q.coll = collective::bcast;
+  q.ranks = 4;
+  q.count = 3;
+  q.root = 1;
+  const program p = algo::lower(algo::schedule::tree(0), q);
+  for (int k : {2, 4, 8}) {
+    const program ring = alternate(p, k);
+    CHECK(ring.shm_count == static_cast<std::size_t>(k) * p.shm_count);
+    const auto v = verify(ring, {.executions = 3});
+    INFO("k=" << k << ": " << v.to_string());
+    CHECK(v);
+  }
+  CHECK_THROWS_AS(alternate(p, 1), collc::error);
 }
 
 TEST_CASE("in-place safety: every send element is read before it is overwritten", "[ir][sequence]") {

@@ -74,8 +74,8 @@ inline void pause_us(int us) { std::this_thread::sleep_for(std::chrono::microsec
 /// Runs `calls` calls of `p` on `comm`, alternating out of place and in place
 /// (when `alternate`; else in place iff `in_place`), with skew; checks each.
 template <class T>
-void run_plan(collc::plan<T>& p, MPI_Comm comm, int calls, std::uint64_t seed, bool alternate, bool in_place,
-              tally& k, const std::string& label) {
+void run_plan(collc::plan<T>& p, MPI_Comm comm, int calls, std::uint64_t seed, bool alternate, bool in_place, tally& k,
+              const std::string& label) {
   int me = 0, P = 1;
   MPI_Comm_rank(comm, &me);
   MPI_Comm_size(comm, &P);
@@ -129,7 +129,8 @@ void run_plan(collc::plan<T>& p, MPI_Comm comm, int calls, std::uint64_t seed, b
         out = &buf;
         buf.assign(std::max(slen, rlen), static_cast<T>(sentinel));
         if (c == collective::allgather)
-          std::copy(send.begin(), send.end(), buf.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(me) * n));
+          std::copy(send.begin(), send.end(),
+                    buf.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(me) * n));
         else
           std::copy(send.begin(), send.end(), buf.begin());
         before();
@@ -263,9 +264,8 @@ void sweep(const collc::plan_options& base, const std::vector<int>& ks, std::vec
           }
           ++plans;
           tails += p.executions_per_call() > n / std::max<std::size_t>(C, 1) ? 1 : 0;
-          const std::string label = section + ": " +
-                                    label_of(c, n, root, p.chunk_elements(), p.executions_per_call(),
-                                             p.schedule_name());
+          const std::string label =
+              section + ": " + label_of(c, n, root, p.chunk_elements(), p.executions_per_call(), p.schedule_name());
           run_plan<std::int64_t>(p, MPI_COMM_WORLD, calls, seed++, true, false, k, label);
           if (any_error(k)) {
             combine(k, section);
@@ -276,8 +276,8 @@ void sweep(const collc::plan_options& base, const std::vector<int>& ks, std::vec
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (world_rank() == 0)
-    std::printf("stress %s: %ld plans (%ld with a tail), %d calls each, %.1f s\n", section.c_str(), plans, tails,
-                calls, secs);
+    std::printf("stress %s: %ld plans (%ld with a tail), %d calls each, %.1f s\n", section.c_str(), plans, tails, calls,
+                secs);
   const totals t = combine(k, section);
   INFO("rank " << world_rank() << ": " << (k.first.empty() ? "(no failure on this rank)" : k.first));
   CHECK(t.bad_calls == 0);
@@ -291,8 +291,8 @@ void repro(collective c, std::size_t n, int root, const collc::plan_options& bas
   collc::plan_options o = base;
   o.timeout_s = 20;
   auto p = collc::mpi::make_plan<T, collc::plus>(c, MPI_COMM_WORLD, n, root, o);
-  const std::string label = section + ": " + label_of(c, n, root, p.chunk_elements(), p.executions_per_call(),
-                                                      p.schedule_name());
+  const std::string label =
+      section + ": " + label_of(c, n, root, p.chunk_elements(), p.executions_per_call(), p.schedule_name());
   if (world_rank() == 0) std::printf("stress %s\n", label.c_str());
   tally k;
   const auto t0 = std::chrono::steady_clock::now();
@@ -386,4 +386,19 @@ TEST_CASE("stress: the default reduce around the issue's sizes at every P", "[ba
   }
   repro<double>(collective::reduce, C + 16, P - 1, {}, scaled(600), false, "reduce<double> chunk + 16 root P-1");
   repro<double>(collective::reduce, 2 * C + 24, P / 2, {}, scaled(300), false, "reduce<double> 2 chunks + 24 root P/2");
+}
+
+TEST_CASE("stress: back-to-back bcast and reduce on the shm ring, every root", "[backend][mpi][stress][ring]") {
+  // Small rooted plans rotate over a ring of up to 32 shm copies
+  // (ir::shm_copies_for), so the root (bcast) or the leaves (reduce) run
+  // ahead of slow readers: 200 calls wrap the ring several times, with one
+  // skewed rank per call, and every call's result is checked.
+  const int P = world_size();
+  collc::plan_options o;
+  for (collective c : {collective::bcast, collective::reduce})
+    for (int root = 0; root < P; ++root)
+      for (std::size_t n : {std::size_t{1}, std::size_t{7}, std::size_t{100}, std::size_t{1000}}) {
+        if (P >= 7 && root % 3 != 0 && root != P - 1) continue;  // oversubscribed: fewer roots
+        repro<std::int64_t>(c, n, root, o, scaled(200), false, "shm ring");
+      }
 }

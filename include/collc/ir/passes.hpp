@@ -93,24 +93,27 @@ program optimize(program p);
 
 // --- alternating shm ------------------------------------------------------------
 
-/// A wait's value when shm alternates between two halves by execution parity
-/// (`alt` in Jocksch et al. 2026): a cross-execution wait (value <= 0: "the peer has
-/// finished the previous execution's part", which protects shm the peer may
-/// still read) may look one execution further back, since this execution
-/// writes the other half. `signals` = the peer's signals on the flag per
-/// execution. Waits inside the execution (value > 0) are unchanged.
-constexpr std::int64_t alternating_wait_value(std::int64_t value, std::int64_t signals) noexcept {
-  return value <= 0 ? value - signals : value;
+/// A wait's value when shm rotates over `copies` copies by execution number
+/// (two: `alt` in Jocksch et al. 2026, by parity): a cross-execution wait
+/// (value <= 0: "the peer has finished the previous execution's part", which
+/// protects shm the peer may still read) may look copies - 1 executions
+/// further back, since execution e writes the copy that execution e - copies
+/// used last. `signals` = the peer's signals on the flag per execution. Waits
+/// inside the execution (value > 0) are unchanged.
+constexpr std::int64_t alternating_wait_value(std::int64_t value, std::int64_t signals, int copies = 2) noexcept {
+  return value <= 0 ? value - static_cast<std::int64_t>(copies - 1) * signals : value;
 }
 
-/// What an engine runs when it alternates shm halves, written as one program
-/// over two executions so that verify() can prove it: the first half is `p`
-/// with alternating_wait_value(); the second is `p` again with its shm
-/// references moved to the second half (offset + shm_count) and its waits
-/// shifted by the first half's signals. Programs with send/recv are refused
-/// (errc::invalid_argument): their transfers are bound to fixed addresses.
-///   auto two = collc::ir::alternate(prog);  verify(two, {.executions = 3});
-program alternate(const program& p);
+/// What an engine runs when it rotates shm over `copies` copies (2 to 64),
+/// written as one program over `copies` executions so that verify() can
+/// prove it: execution j is `p` with alternating_wait_value(..., copies),
+/// its shm references moved to copy j (offset + j * shm_count) and its waits
+/// shifted by the j executions' signals before it. Programs with send/recv
+/// are refused (errc::invalid_argument): their transfers are bound to fixed
+/// addresses. verify_sequence(..., {.shm_copies = k}) proves the same runs
+/// without building this program.
+///   auto ring = collc::ir::alternate(prog, 8);  verify(ring, {.executions = 3});
+program alternate(const program& p, int copies = 2);
 
 }  // namespace collc::ir
 

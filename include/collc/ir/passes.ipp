@@ -416,38 +416,41 @@ COLLC_INLINE program optimize(program p) {
   return p;
 }
 
-COLLC_INLINE program alternate(const program& p) {
+COLLC_INLINE program alternate(const program& p, int copies) {
+  if (copies < 2 || copies > 64)
+    throw error(errc::invalid_argument, collc::detail::cat("alternate: copies is ", copies, ", must be in [2, 64]"));
   program out = p;
-  out.shm_count = 2 * p.shm_count;
+  out.shm_count = static_cast<std::size_t>(copies) * p.shm_count;
   for (int r = 0; r < p.ranks; ++r) {
     const rank_program& code = p.code[static_cast<std::size_t>(r)];
-    rank_program first, second;
-    auto shifted = [&](ref x) {
-      if (x.buf == buffer::shm) x.offset += p.shm_count;
-      return x;
-    };
-    for (const auto& ins : code) {
+    for (const auto& ins : code)
       if (std::holds_alternative<send>(ins) || std::holds_alternative<recv>(ins))
         throw error(errc::invalid_argument,
                     collc::detail::cat("alternate: rank ", r,
                                        " sends or receives messages; only shared-memory programs alternate"));
-      if (const auto* w = std::get_if<wait>(&ins)) {
-        const std::int64_t s = p.signals_per_execution(w->peer, w->flag);
-        first.push_back(wait{w->peer, w->flag, alternating_wait_value(w->value, s)});
-        second.push_back(wait{w->peer, w->flag, alternating_wait_value(w->value, s) + s});
-      } else if (const auto* c = std::get_if<copy>(&ins)) {
-        first.push_back(*c);
-        second.push_back(copy{shifted(c->dst), shifted(c->src), c->count});
-      } else if (const auto* d = std::get_if<reduce>(&ins)) {
-        first.push_back(*d);
-        second.push_back(reduce{shifted(d->dst), shifted(d->a), shifted(d->b), d->count});
-      } else {
-        first.push_back(ins);
-        second.push_back(ins);
+    rank_program all;
+    // Execution j of the ring: shm copy j, its waits counted from the start
+    // of the ring (j executions of the peer's signals earlier).
+    for (int j = 0; j < copies; ++j) {
+      const std::size_t at = static_cast<std::size_t>(j) * p.shm_count;
+      auto shifted = [&](ref x) {
+        if (x.buf == buffer::shm) x.offset += at;
+        return x;
+      };
+      for (const auto& ins : code) {
+        if (const auto* w = std::get_if<wait>(&ins)) {
+          const std::int64_t s = p.signals_per_execution(w->peer, w->flag);
+          all.push_back(wait{w->peer, w->flag, alternating_wait_value(w->value, s, copies) + j * s});
+        } else if (const auto* c = std::get_if<copy>(&ins)) {
+          all.push_back(copy{shifted(c->dst), shifted(c->src), c->count});
+        } else if (const auto* d = std::get_if<reduce>(&ins)) {
+          all.push_back(reduce{shifted(d->dst), shifted(d->a), shifted(d->b), d->count});
+        } else {
+          all.push_back(ins);
+        }
       }
     }
-    first.insert(first.end(), second.begin(), second.end());
-    out.code[static_cast<std::size_t>(r)] = std::move(first);
+    out.code[static_cast<std::size_t>(r)] = std::move(all);
   }
   return out;
 }

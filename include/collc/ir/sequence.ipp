@@ -30,11 +30,11 @@ COLLC_INLINE std::vector<std::size_t> runs::sequence(int calls, std::size_t max_
   return order;
 }
 
-COLLC_INLINE program alternating_waits(program p) {
+COLLC_INLINE program alternating_waits(program p, int copies) {
   for (int r = 0; r < p.ranks; ++r)
     for (auto& ins : p.code[static_cast<std::size_t>(r)])
       if (auto* w = std::get_if<wait>(&ins))
-        w->value = alternating_wait_value(w->value, p.signals_per_execution(w->peer, w->flag));
+        w->value = alternating_wait_value(w->value, p.signals_per_execution(w->peer, w->flag), copies);
   return p;
 }
 
@@ -140,19 +140,39 @@ COLLC_INLINE bool alternates(const std::vector<program>& programs, std::size_t e
   return data > 0 && data <= alternate_max_bytes && 2 * data <= chunk_bytes;
 }
 
-COLLC_INLINE runs make_runs(chunked lowered, std::size_t count, bool alternate) {
+COLLC_INLINE int shm_copies_for(const std::vector<program>& programs, std::size_t elem_size, std::size_t chunk_bytes,
+                                std::size_t ring_bytes) {
+  if (!alternates(programs, elem_size, chunk_bytes)) return 1;
+  const bool rooted =
+      !programs.empty() && (programs.front().coll == collective::bcast || programs.front().coll == collective::reduce);
+  if (!rooted) return 2;
+  std::size_t shm = 0;
+  for (const auto& p : programs) shm = std::max(shm, p.shm_count);
+  const std::size_t data = (shm * elem_size + 63) / 64 * 64;  // a copy starts on its own cache line
+  int k = 2;
+  while (k < max_shm_copies && 2 * static_cast<std::size_t>(k) * data <= std::min(ring_bytes, chunk_bytes)) k *= 2;
+  return k;  // the largest power of two whose ring fits both limits
+}
+
+COLLC_INLINE runs make_runs(chunked lowered, std::size_t count, int shm_copies) {
+  // A power of two: the engine picks the copy with a mask, not a division.
+  if (shm_copies < 1 || shm_copies > max_shm_copies || (shm_copies & (shm_copies - 1)) != 0)
+    throw error(errc::invalid_argument, collc::detail::cat("make_runs: shm_copies is ", shm_copies,
+                                                           ", must be a power of two in [1, ", max_shm_copies, "]"));
+  const bool alternate = shm_copies > 1;
   runs out;
   out.chunk = lowered.chunk;
   if (lowered.programs.empty()) return out;  // count 0: nothing runs
   out.full_chunks = count / lowered.chunk;
   out.executions_per_call = out.full_chunks + (lowered.programs.size() > 1 ? 1 : 0);
   out.alternate = alternate;
+  out.shm_copies = shm_copies;
   int flags = 0;
   for (const auto& p : lowered.programs) {
     flags = std::max(flags, p.flags);
     out.in_place = out.in_place && in_place_safe(p);
   }
-  for (const auto& p : lowered.programs) out.programs.push_back(alternate ? alternating_waits(p) : p);
+  for (const auto& p : lowered.programs) out.programs.push_back(alternate ? alternating_waits(p, shm_copies) : p);
   if (lowered.programs.size() > 1) {
     out.programs.push_back(guarded(lowered.programs[0], flags));
     out.programs.push_back(guarded(lowered.programs[1], flags));

@@ -99,7 +99,7 @@ struct verify_options {
   /// `count` elements); allgather: send[i] is recv[rank * stride + i];
   /// reduce: as allreduce, at the root only; bcast: ignored.
   bool in_place = false;
-  /// Copies of shm that executions alternate between (1 or 2): execution e
+  /// Copies of shm that executions rotate over (1 to 64): execution e
   /// uses copy e % shm_copies, every shm reference moved by (e % shm_copies)
   /// times the largest shm_count of the programs (the engine's alternating
   /// halves, `alt` in Jocksch et al. 2026; see backend/mpi/engine.hpp).

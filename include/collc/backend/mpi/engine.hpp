@@ -344,7 +344,7 @@ class engine {
     bases_[slot_send] = const_cast<std::byte*>(send);  // only read through send ops
     bases_[slot_recv] = call_.stage_recv ? stage_.get() : (call_.user_recv ? call_.user_recv + at : nullptr);
     if (lay_.alternate) {
-      const std::size_t shift = (call_.epoch & 1) * lay_.copy_bytes;
+      const std::size_t shift = (call_.epoch & static_cast<std::uint64_t>(lay_.shm_copies - 1)) * lay_.copy_bytes;
       for (std::size_t l = 0; l < shm_base_.size(); ++l) bases_[slot_shm0 + l] = shm_base_[l] + shift;
     }
   }

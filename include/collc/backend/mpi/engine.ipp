@@ -256,12 +256,13 @@ COLLC_INLINE void engine::lower_chunks(const lower_fn& lower) {
 COLLC_INLINE void engine::verify_runs() const {
   if (lay_.runs.programs.empty()) return;
   const bool commutative = shape_.commutative || !reduces(shape_.coll);
-  const std::vector<std::size_t> order = lay_.runs.sequence(3, 3);
+  const int w = lay_.runs.window();
+  const std::vector<std::size_t> order = lay_.runs.sequence(w, static_cast<std::size_t>(w));
   for (bool in_place : {false, true}) {
     if (in_place && !lay_.runs.in_place) continue;
-    const ir::verify_result r = ir::verify_sequence(
-        lay_.runs.programs, order,
-        {.commutative = commutative, .in_place = in_place, .shm_copies = lay_.runs.alternate ? 2 : 1});
+    const ir::verify_result r =
+        ir::verify_sequence(lay_.runs.programs, order,
+                            {.commutative = commutative, .in_place = in_place, .shm_copies = lay_.runs.shm_copies});
     if (!r)
       throw error(errc::verification_failed, "COLLC_ENABLE_CHECKS: the programs of " + signature_text() +
                                                  (in_place ? " (in place)" : "") + " fail " +

@@ -7,11 +7,12 @@
 /// checks the rules without any ranks.
 ///
 /// The rules, each measured on the 2-core development VM (docs/benchmarks.md):
-///  - shared-memory programs with up to 16 KiB of shm per rank alternate
-///    between two copies by execution parity (ir::alternates; the paper's
+///  - shared-memory programs with up to 16 KiB of shm per rank rotate over
+///    shm copies by execution number (ir::shm_copies_for; two is the paper's
 ///    `alt`, Jocksch et al. 2026), so a rank can enter the next call while a
-///    slow peer still reads the previous one;
-///  - a one-flag program whose shm (both copies when alternating) fits in the
+///    slow peer still reads the previous one; bcast and reduce get a ring of
+///    up to 32, so their root (or leaves) run ahead by that many calls;
+///  - a one-flag program whose shm (every copy when alternating) fits in the
 ///    56 bytes after its flag keeps it in the flag's cache line: a peer that
 ///    sees the signal has the data in the same line transfer.
 #include <collc/config.hpp>
@@ -27,16 +28,17 @@ namespace collc::mpi {
 /// The layout of one plan on one rank (every rank computes the same value
 /// from the same programs; only slot addresses differ, and they are not here).
 struct plan_layout {
-  int flags = 0;                  ///< flag lines per rank (64 bytes each)
-  std::size_t shm_elems = 0;      ///< shm elements per rank and copy, over the programs
-  std::size_t scratch_elems = 0;  ///< private scratch elements, over the programs
-  std::size_t max_count = 0;      ///< largest program count (staging buffer)
-  bool any_rank_messages = false; ///< some rank's program sends or receives (every rank alike)
-  bool alternate = false;         ///< execution e uses shm copy e % 2
-  bool data_in_flag_line = false; ///< shm sits in the 56 bytes after the only flag
-  std::size_t copy_bytes = 0;     ///< bytes from one shm copy to the other
-  std::size_t slot_bytes = 0;     ///< this rank's part of the node segment
-  ir::runs runs;                  ///< the programs bound, in the order they run
+  int flags = 0;                   ///< flag lines per rank (64 bytes each)
+  std::size_t shm_elems = 0;       ///< shm elements per rank and copy, over the programs
+  std::size_t scratch_elems = 0;   ///< private scratch elements, over the programs
+  std::size_t max_count = 0;       ///< largest program count (staging buffer)
+  bool any_rank_messages = false;  ///< some rank's program sends or receives (every rank alike)
+  bool alternate = false;          ///< shm_copies > 1
+  int shm_copies = 1;              ///< execution e uses shm copy e % shm_copies (a power of two)
+  bool data_in_flag_line = false;  ///< shm sits in the 56 bytes after the only flag
+  std::size_t copy_bytes = 0;      ///< bytes from one shm copy to the other
+  std::size_t slot_bytes = 0;      ///< this rank's part of the node segment
+  ir::runs runs;                   ///< the programs bound, in the order they run
 
   /// One line: "flags 1, shm 64 B x 2 (alternating), scratch 0 B, slot 192 B, 2 programs, 1 execution per call".
   [[nodiscard]] std::string to_string(std::size_t elem_size) const;

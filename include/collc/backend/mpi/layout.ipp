@@ -36,14 +36,16 @@ COLLC_INLINE plan_layout layout_of(const std::vector<ir::program>& lowered, std:
   // context switch (P = 4, 32 B: 10 us alternating, 20 us with the payload in
   // the line); on two ranks with a core each the payload in the line gained
   // little (32 B: 0.47-0.50 us against 0.53 us).
-  l.alternate = ir::alternates(lowered, elem_size, chunk_bytes);
-  l.runs = ir::make_runs({lowered, chunk}, count, l.alternate);
+  const int copies = ir::shm_copies_for(lowered, elem_size, chunk_bytes);
+  l.alternate = copies > 1;
+  l.shm_copies = copies;
+  l.runs = ir::make_runs({lowered, chunk}, count, copies);
   for (const auto& p : l.runs.programs) l.flags = std::max(l.flags, p.flags);
   const std::size_t data = l.shm_elems * elem_size;
-  const std::size_t copies = l.alternate ? 2 : 1;
-  l.data_in_flag_line = l.flags == 1 && data > 0 && 8 + copies * data <= 64 && elem_size <= 8;
+  const auto ncopies = static_cast<std::size_t>(copies);
+  l.data_in_flag_line = l.flags == 1 && data > 0 && 8 + ncopies * data <= 64 && elem_size <= 8;
   l.copy_bytes = l.data_in_flag_line ? data : (data + 63) / 64 * 64;
-  l.slot_bytes = l.data_in_flag_line ? 64 : static_cast<std::size_t>(l.flags) * 64 + copies * l.copy_bytes;
+  l.slot_bytes = l.data_in_flag_line ? 64 : static_cast<std::size_t>(l.flags) * 64 + ncopies * l.copy_bytes;
   return l;
 }
 
@@ -53,7 +55,11 @@ COLLC_INLINE std::string plan_layout::to_string(std::size_t elem_size) const {
   s += ", shm ";
   s += std::to_string(shm_elems * elem_size);
   s += " B";
-  if (alternate) s += " x 2 (alternating)";
+  if (alternate) {
+    s += " x ";
+    s += std::to_string(shm_copies);
+    s += " (alternating)";
+  }
   if (data_in_flag_line) s += " in the flag line";
   s += ", scratch ";
   s += std::to_string(scratch_elems * elem_size);
