@@ -23,7 +23,10 @@
 ///    `recv`) is complete before anything of the call touches the views.
 ///    Work on other instances must be fenced by the caller.
 ///  - Every copy and reduce of the program is a parallel_for over
-///    RangePolicy<ExecSpace>(exec, ...), labelled "collc::copy" / "collc::reduce".
+///    RangePolicy<ExecSpace>(exec, ...), labelled "collc::copy" / "collc::reduce",
+///    except in small plans on host execution spaces (inline_plan_v: send and
+///    recv of at most inline_bytes), whose copies and reduces run inline on
+///    the calling thread: no kernel, and no fence after the entry fence.
 ///  - `exec` is fenced again wherever data leaves the kernels' order: before
 ///    each signal to node peers, before each MPI send and recv, and at the end
 ///    of each execution (chunk). Each of these fences is wrapped in the
@@ -116,6 +119,19 @@ template <class ExecSpace>
 inline constexpr bool host_capable_v =
     Kokkos::is_execution_space<ExecSpace>::value&& Kokkos::SpaceAccessibility<ExecSpace, Kokkos::HostSpace>::accessible;
 
+/// Execution spaces that run on the host threads (Serial, OpenMP, Threads):
+/// their kernels' memory is host memory.
+template <class ExecSpace>
+inline constexpr bool host_execution_v = std::is_same_v<typename ExecSpace::memory_space, Kokkos::HostSpace>;
+
+/// Bytes of send and of recv up to which a plan on a host execution space
+/// runs its copies and reduces inline on the calling thread. A kernel launch
+/// and its fence cost more than such a copy: with one double per rank
+/// (examples/kokkos_cg) a parallel_for-based plan was slower than
+/// MPI_Allreduce at P = 1 and 2 (13.9 against 13.6 us per CG iteration at
+/// P = 1). A page is a few hundred nanoseconds of memcpy, below any launch.
+inline constexpr std::size_t inline_bytes = 4096;
+
 namespace detail {
 template <class V>
 constexpr bool is_view_v = Kokkos::is_view<std::remove_cvref_t<V>>::value;
@@ -202,18 +218,31 @@ void fence(const ExecSpace& exec) {
 template <class ExecSpace>
 struct exec_kernels {
   ExecSpace exec;
+  /// Copies and reduces run on the calling thread (a small plan on a host
+  /// space, see inline_bytes): nothing is ever enqueued, so nothing to fence.
+  bool on_host_thread = false;
 
   template <class T>
   void copy(T* dst, const T* src, std::size_t n) const {
     if (n == 0 || dst == src) return;
+    if (on_host_thread) {
+      for (std::size_t i = 0; i < n; ++i) dst[i] = src[i];  // as copy_kernel, element by element
+      return;
+    }
     Kokkos::parallel_for("collc::copy", policy(n), copy_kernel<T>{dst, src});
   }
   template <class T, class Op>
   void reduce(T* dst, const T* a, const T* b, std::size_t n, const Op& op) const {
     if (n == 0) return;
+    if (on_host_thread) {
+      for (std::size_t i = 0; i < n; ++i) dst[i] = op(a[i], b[i]);
+      return;
+    }
     Kokkos::parallel_for("collc::reduce", policy(n), reduce_kernel<T, Op>{dst, a, b, op});
   }
-  void sync() const { fence(exec); }
+  void sync() const {
+    if (!on_host_thread) fence(exec);
+  }
 
  private:
   [[nodiscard]] Kokkos::RangePolicy<ExecSpace, Kokkos::IndexType<std::int64_t>> policy(std::size_t n) const {
@@ -342,6 +371,11 @@ class plan {
   [[nodiscard]] const std::vector<ir::program>& programs() const noexcept { return core_.engine_ref().programs(); }
   [[nodiscard]] int program_rank() const noexcept { return core_.engine_ref().program_rank(); }
   [[nodiscard]] bool uses_messages() const noexcept { return core_.engine_ref().has_transfers(); }
+  /// Whether this plan's copies and reduces run inline on the calling thread
+  /// (a host execution space, send and recv of at most inline_bytes each).
+  [[nodiscard]] bool runs_inline() const noexcept {
+    return host_execution_v<ExecSpace> && std::max(send_count(), recv_count()) * sizeof(T) <= inline_bytes;
+  }
 
   /// Built by the make_* factories below.
   explicit plan(mpi::plan_core<T, Op> core) : core_(std::move(core)) {}
@@ -362,7 +396,7 @@ class plan {
 
   bool advance(bool block) {
     try {
-      return core_.advance(block, detail::exec_kernels<ExecSpace>{*exec_});
+      return core_.advance(block, kernels());
     } catch (...) {
       exec_->fence();  // leave no collc kernel running on the user's views
       throw;
@@ -380,8 +414,10 @@ class plan {
   }
 
   void finish_quietly() noexcept {
-    if (core_.valid() && exec_) core_.finish_quietly(detail::exec_kernels<ExecSpace>{*exec_});
+    if (core_.valid() && exec_) core_.finish_quietly(kernels());
   }
+
+  [[nodiscard]] detail::exec_kernels<ExecSpace> kernels() const { return {*exec_, runs_inline()}; }
 
   mpi::plan_core<T, Op> core_;
   std::optional<ExecSpace> exec_;
