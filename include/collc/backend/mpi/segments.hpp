@@ -37,6 +37,7 @@
 
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -85,10 +86,11 @@ class segment_pool {
   static constexpr std::size_t min_arena_bytes = std::size_t{64} << 10;
 
   struct arena_state {
-    win_owner win;
-    std::vector<std::byte*> base;             ///< [node rank] line-aligned start of the slot
-    std::size_t capacity = 0;                 ///< bytes per rank
-    std::size_t high_water = 0;               ///< end of the highest range leased so far (agreed: same everywhere)
+    win_owner win;                             ///< the shared window (none on a one-rank node)
+    std::unique_ptr<std::byte[]> own;          ///< a one-rank node's arena: private memory
+    std::vector<std::byte*> base;              ///< [node rank] line-aligned start of the slot
+    std::size_t capacity = 0;                  ///< bytes per rank
+    std::size_t high_water = 0;                ///< end of the highest range leased so far (agreed: same everywhere)
     std::map<std::size_t, std::size_t> used;   ///< offset -> bytes, ranges leased by this rank
     std::map<std::size_t, std::size_t> holes;  ///< offset -> bytes, free ranges below high_water
 
@@ -100,7 +102,9 @@ class segment_pool {
 
   static std::size_t round_up(std::size_t n) noexcept { return (n + 63) / 64 * 64; }
 
-  /// A new arena of at least `need` bytes per rank, zeroed (collective over the node).
+  /// A new arena of at least `need` bytes per rank, zeroed (collective over
+  /// the node). A node of one rank (MPI_COMM_SELF, a pseudo-node of one)
+  /// shares with nobody: its arena is private memory, no window.
   int add_arena(std::size_t need);
 
   comm_owner node_comm_;

@@ -104,6 +104,15 @@ COLLC_INLINE void segment_pool::arena_state::free_range(std::size_t off, std::si
 COLLC_INLINE int segment_pool::add_arena(std::size_t need) {
   arena_state a;
   a.capacity = std::max(need, min_arena_bytes);
+  if (node_size_ == 1) {
+    // MPI_Win_allocate_shared, its info and query cost a one-rank
+    // communicator's first plan most of its setup (0.3-4 ms here), for
+    // memory no other process maps.
+    a.own = std::make_unique<std::byte[]>(a.capacity + 64);  // value-initialized: zero
+    a.base.assign(1, static_cast<std::byte*>(align_line(a.own.get())));
+    arenas_.push_back(std::move(a));
+    return static_cast<int>(arenas_.size()) - 1;
+  }
   MPI_Info info = MPI_INFO_NULL;
   COLLC_MPI_CHECK(MPI_Info_create(&info));
   MPI_Info_set(info, "alloc_shared_noncontig", "true");
