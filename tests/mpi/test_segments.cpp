@@ -41,6 +41,30 @@ int arenas(MPI_Comm comm) { return collc::mpi::registry_for(comm)->arenas(); }
 
 }  // namespace
 
+TEST_CASE("a one-rank communicator's plans use private memory, no shared window", "[backend][mpi][segments]") {
+  MPI_Comm self = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_SELF, &self);
+  {
+    auto p = collc::make_allreduce<std::int64_t>(self, 100);
+    auto b = collc::make_bcast<std::int64_t>(self, 10, 0);
+    CHECK(allreduce_ok(p, self, 100, 5, 7));
+    CHECK(arenas(self) >= 1);
+    CHECK(collc::mpi::registry_for(self)->windows() == 0);
+    // COLLC_RANKS_PER_NODE=1 makes every rank a pseudo-node of one: its
+    // plans' pools are private too; the physical node's registry lines stay
+    // in the window the communicator's ranks share.
+    MPI_Comm c = MPI_COMM_NULL;
+    MPI_Comm_dup(MPI_COMM_WORLD, &c);
+    {
+      auto q = collc::make_allreduce<std::int64_t>(c, 100);
+      CHECK(allreduce_ok(q, c, 100, 5, 8));
+      CHECK(collc::mpi::registry_for(c)->windows() == (collc_test::world_size() > 1 ? arenas(c) : 0));
+    }
+    MPI_Comm_free(&c);
+  }
+  MPI_Comm_free(&self);
+}
+
 TEST_CASE("a later plan reuses a freed plan's segment and ignores its flags", "[backend][mpi][segments]") {
   MPI_Comm c = MPI_COMM_NULL;
   MPI_Comm_dup(MPI_COMM_WORLD, &c);

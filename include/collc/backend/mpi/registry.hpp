@@ -144,8 +144,10 @@ class registry {
   segment_pool& pool_for(const placement_map& map, int node, int prog);
   /// The pool of placement `map` if one was made, else null (local).
   [[nodiscard]] segment_pool* find_pool(const placement_map& map) const;
-  /// Shared windows of all pools (for tests: a reused segment range adds none).
+  /// Arenas of all pools (for tests: a reused segment range adds none).
   [[nodiscard]] int arenas() const noexcept;
+  /// Of them, the shared windows (a one-rank node's arenas are private memory).
+  [[nodiscard]] int windows() const noexcept;
 
   [[nodiscard]] int rank() const noexcept { return rank_; }
   [[nodiscard]] int size() const noexcept { return size_; }

@@ -121,6 +121,12 @@ COLLC_INLINE int registry::arenas() const noexcept {
   return n;
 }
 
+COLLC_INLINE int registry::windows() const noexcept {
+  int n = 0;
+  for (const auto& [key, pool] : pools_) n += pool->windows();
+  return n;
+}
+
 COLLC_INLINE std::string registry::plan_name_by_tag(std::uint64_t tag) const {
   for (auto it = plan_names.rbegin(); it != plan_names.rend(); ++it)
     if (plan_tag(it->first) == tag) return it->second;

@@ -59,6 +59,12 @@ class segment_pool {
   [[nodiscard]] int node_size() const noexcept { return node_size_; }
   /// Shared windows created so far (for tests: a reused range creates none).
   [[nodiscard]] int arenas() const noexcept { return static_cast<int>(arenas_.size()); }
+  /// Of them, the MPI shared windows (none on a one-rank node).
+  [[nodiscard]] int windows() const noexcept {
+    int n = 0;
+    for (const auto& a : arenas_) n += a.own ? 0 : 1;
+    return n;
+  }
 
   /// Local: the first range of `bytes` free in this rank's view, as (arena,
   /// offset); arena -1 if no arena has room. Plan setup agrees on it across
