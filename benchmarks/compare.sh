@@ -16,6 +16,10 @@
 #   -q S        before each run wait up to S seconds for a quiet machine (less than
 #               25 % of the CPUs busy over 2 s), for shared machines; default 0
 #   -s          skip the runs, only merge / tabulate / plot what DIR holds
+#   -t L        between nodes over TCP: Open MPI forced onto TCP (--mca btl self,tcp)
+#               and collc's pseudo-nodes of L ranks (COLLC_RANKS_PER_NODE=L; 1: every
+#               rank its own node), so both sides pay the same network stack
+#               between (pseudo-)nodes; Open MPI only (MPICH is skipped)
 # Binaries (defaults: build/benchmarks/collc-bench and build-mpich/benchmarks/collc-bench):
 #   OPENMPI_BENCH, MPICH_BENCH   paths to collc-bench built against each library
 #   OPENMPI_EXEC, MPICH_EXEC     mpiexec of each (default mpiexec.openmpi, mpiexec.mpich)
@@ -32,7 +36,8 @@ bind=0
 nice_level=""
 skip=0
 quiet=0
-while getopts "p:r:o:bn:q:sh" opt; do
+tcp_ranks_per_node=""
+while getopts "p:r:o:bn:q:st:h" opt; do
   case "$opt" in
     p) ranks="$OPTARG" ;;
     r) rounds="$OPTARG" ;;
@@ -41,13 +46,24 @@ while getopts "p:r:o:bn:q:sh" opt; do
     n) nice_level="$OPTARG" ;;
     q) quiet="$OPTARG" ;;
     s) skip=1 ;;
-    h) sed -n '2,26p' "$0"; exit 0 ;;
-    *) sed -n '2,26p' "$0" >&2; exit 2 ;;
+    t) tcp_ranks_per_node="$OPTARG" ;;
+    h) sed -n '2,27p' "$0"; exit 0 ;;
+    *) sed -n '2,27p' "$0" >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
 [ "${1:-}" = "--" ] && shift
 bench_args=("$@")
+if [ -n "$tcp_ranks_per_node" ]; then
+  if ! [[ "$tcp_ranks_per_node" =~ ^[1-9][0-9]*$ ]]; then
+    echo "compare.sh: -t expects ranks per pseudo-node (a positive integer), got '$tcp_ranks_per_node'" >&2
+    exit 2
+  fi
+  if [ "${MPICH_BENCH:-}" != none ]; then
+    echo "compare.sh: -t runs Open MPI only (MPICH cannot be forced onto TCP the same way); MPICH skipped" >&2
+  fi
+  MPICH_BENCH=none
+fi
 
 openmpi_bench="${OPENMPI_BENCH:-$root/build/benchmarks/collc-bench}"
 mpich_bench="${MPICH_BENCH:-$root/build-mpich/benchmarks/collc-bench}"
@@ -93,6 +109,9 @@ run() {  # run LIB P ROUND
   if [ "$lib" = openmpi ]; then
     cmd+=("$openmpi_exec" -n "$P" --oversubscribe --allow-run-as-root)
     if [ "$bind" = 1 ]; then cmd+=(--bind-to core); else cmd+=(--bind-to none); fi
+    if [ -n "$tcp_ranks_per_node" ]; then
+      cmd+=(--mca btl self,tcp -x "COLLC_RANKS_PER_NODE=$tcp_ranks_per_node")
+    fi
     cmd+=("$openmpi_bench")
   else
     cmd+=("$mpich_exec" -n "$P")
