@@ -6,6 +6,8 @@
 // chunking are the engine's own calls (engine.ipp's lower_chunks(), then
 // layout_of() in layout()); the expected values are derived in the comments
 // from layout.hpp's rules, not read back from the code.
+#include "plan_lowering.hpp"
+
 #include <catch2/catch.hpp>
 #include <collc/algo/lower.hpp>
 #include <collc/backend/mpi/layout.hpp>
@@ -39,19 +41,7 @@ struct lowered_plan {
 lowered_plan plan(const algo::schedule& s, collective c, int P, std::size_t count, std::size_t elem,
                   std::size_t chunk_bytes = collc::mpi::default_chunk_bytes, const std::vector<int>& node_of = {},
                   int root = 0) {
-  const bool blocked = c == collective::reduce_scatter || c == collective::allgather;
-  ir::chunked lowered = ir::lower_in_chunks(count, elem, blocked ? static_cast<std::size_t>(P) : 1, chunk_bytes,
-                                            [&](std::size_t n, std::size_t stride) {
-                                              algo::lower_request q;
-                                              q.coll = c;
-                                              q.ranks = P;
-                                              q.count = n;
-                                              q.root = root;
-                                              q.granule = elem <= 64 && 64 % elem == 0 ? 64 / elem : 1;
-                                              q.block_stride = stride;
-                                              q.node_of = node_of;
-                                              return algo::lower(s, q);
-                                            });
+  const ir::chunked lowered = collc_test::lower_like_engine(s, c, P, count, elem, chunk_bytes, node_of, root);
   lowered_plan out{lowered.programs, lowered.chunk, {}};
   out.layout = layout_of(lowered.programs, lowered.chunk, count, elem, chunk_bytes, P);
   return out;

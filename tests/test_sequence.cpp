@@ -5,6 +5,8 @@
 // and pseudo-nodes, counts around chunk boundaries, every root, in place and
 // not. The chunking and the run programs come from the same functions the MPI
 // engine calls (engine.hpp), so this proves what the engine executes.
+#include "plan_lowering.hpp"
+
 #include <catch2/catch.hpp>
 #include <collc/algo/lower.hpp>
 #include <collc/algo/presets.hpp>
@@ -26,19 +28,7 @@ namespace {
 /// lower_chunks() and layout() call exactly these).
 runs plan_runs(const algo::schedule& s, collective c, int P, std::size_t count, int root, std::size_t elem,
                std::size_t chunk_bytes, const std::vector<int>& node_of) {
-  const bool blocked = c == collective::reduce_scatter || c == collective::allgather;
-  auto lowered = lower_in_chunks(count, elem, blocked ? static_cast<std::size_t>(P) : 1, chunk_bytes,
-                                 [&](std::size_t n, std::size_t stride) {
-                                   algo::lower_request q;
-                                   q.coll = c;
-                                   q.ranks = P;
-                                   q.count = n;
-                                   q.root = root;
-                                   q.granule = elem <= 64 && 64 % elem == 0 ? 64 / elem : 1;
-                                   q.block_stride = stride;
-                                   q.node_of = node_of;
-                                   return algo::lower(s, q);
-                                 });
+  auto lowered = collc_test::lower_like_engine(s, c, P, count, elem, chunk_bytes, node_of, root);
   const int copies = shm_copies_for(lowered.programs, elem, chunk_bytes);  // the engine's rule (layout_of)
   return make_runs(std::move(lowered), count, copies);
 }

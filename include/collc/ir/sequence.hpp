@@ -67,6 +67,13 @@ bool in_place_safe(const program& p);
 /// reduce_scatter / allgather, blocks `block_stride` apart; 0 = dense).
 using chunk_lowering = std::function<program(std::size_t count, std::size_t block_stride)>;
 
+/// Elements per 64-byte cache line for elements of `elem_size` bytes (1 when
+/// they do not tile a line): the granule lowering aligns blocks to, so that
+/// no two ranks write one line (false sharing between writers).
+constexpr std::size_t line_granule(std::size_t elem_size) noexcept {
+  return elem_size > 0 && elem_size <= 64 && 64 % elem_size == 0 ? 64 / elem_size : 1;
+}
+
 /// How a plan of `count` elements of `elem_size` bytes is cut into
 /// executions: the chunk starts at `chunk_bytes` (divided by `blocks`, the
 /// blocks per rank of reduce_scatter / allgather, a multiple of `granule`

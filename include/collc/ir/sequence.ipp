@@ -108,7 +108,7 @@ COLLC_INLINE chunked lower_in_chunks(std::size_t count, std::size_t elem_size, s
                                      std::size_t chunk_bytes, const chunk_lowering& lower) {
   chunked out;
   if (count == 0) return out;
-  const std::size_t granule = elem_size <= 64 && 64 % elem_size == 0 ? 64 / elem_size : 1;
+  const std::size_t granule = line_granule(elem_size);
   std::size_t c = std::max(granule, chunk_bytes / elem_size / blocks / granule * granule);
   c = std::min(c, count);
   program prog;

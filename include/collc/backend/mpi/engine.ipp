@@ -238,7 +238,7 @@ COLLC_INLINE void engine::lower_chunks(const lower_fn& lower) {
   const bool blocked = shape_.coll == collective::reduce_scatter || shape_.coll == collective::allgather;
   chunk_request q;
   q.ranks = size_;
-  q.granule = shape_.elem_size <= 64 && 64 % shape_.elem_size == 0 ? 64 / shape_.elem_size : 1;
+  q.granule = ir::line_granule(shape_.elem_size);
   q.root = (shape_.coll == collective::reduce || shape_.coll == collective::bcast)
                ? map_.prog_of_comm[static_cast<std::size_t>(shape_.root)]
                : 0;
