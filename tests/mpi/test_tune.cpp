@@ -380,3 +380,49 @@ TEST_CASE("measured bar: default choice against exhaustive measurement", "[.bar]
         miss * 1e3, hit * 1e3, miss / hit, model * 1e3);
   CHECK(miss / hit >= 10);
 }
+
+TEST_CASE("wisdom: a file that cannot be written is a warning with the whole reason", "[tune][wisdom]") {
+  // wisdom_store reports errors as warnings (wisdom is a cache). It once cut
+  // the first 7 characters off each one (a "collc: " prefix error::what() no
+  // longer has), so the warning said "ot write ..." without the path's start.
+  const fs::path file = fs::path("/nonexistent-collc-dir") / std::to_string(::getpid()) / "wisdom.txt";
+  collc::wisdom_entry e;
+  e.key.ranks = world_size();
+  e.key.ranks_per_node = world_size();  // one node of P ranks: a valid entry, so the error is the file's
+  e.min_count = 1;
+  e.max_count = 10;
+  e.schedule = "copyin";
+  e.source = "test";
+  std::string reason;
+  try {
+    collc::wisdom::update(file, {e});
+  } catch (const collc::error& x) {
+    reason = x.what();
+  }
+  REQUIRE_FALSE(reason.empty());
+  std::string printed;
+  if (world_rank() == 0) {
+    // Rank 0 prints; catch its stderr in a file for the call.
+    const std::string log = (fs::temp_directory_path() / ("collc_warn_" + std::to_string(::getpid()))).string();
+    std::fflush(stderr);
+    const int saved = ::dup(2);
+    FILE* f = std::fopen(log.c_str(), "w");
+    REQUIRE(f != nullptr);
+    ::dup2(::fileno(f), 2);
+    collc::mpi::wisdom_store(MPI_COMM_WORLD, file, e);
+    std::fflush(stderr);
+    ::dup2(saved, 2);
+    ::close(saved);
+    std::fclose(f);
+    std::ifstream in(log);
+    printed.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    fs::remove(log);
+    // The reason names a temporary file with a random suffix: compare up to it.
+    const std::string stem = reason.substr(0, reason.find(".tmp.") + 5);
+    INFO("printed: " << printed << "reason: " << reason);
+    CHECK(stem.find(file.string()) != std::string::npos);
+    CHECK(printed.find("collc: warning: " + stem) != std::string::npos);
+  } else {
+    collc::mpi::wisdom_store(MPI_COMM_WORLD, file, e);
+  }
+}
