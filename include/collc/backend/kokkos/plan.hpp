@@ -258,7 +258,7 @@ struct exec_kernels {
 ///   auto p = collc::kokkos::make_allreduce<Kokkos::Serial, double>(comm, 2);
 ///   p(Kokkos::Serial(), local, global);
 template <class ExecSpace, class T, class Op = plus>
-class plan {
+class plan : public mpi::plan_facts<T, Op> {
   static_assert(host_capable_v<ExecSpace>,
                 "collc::kokkos::plan: ExecSpace must be a Kokkos execution space that can access HostSpace; "
                 "device execution spaces need a device path (IPC handles), which collc does not have yet");
@@ -353,34 +353,20 @@ class plan {
 
   // --- what was built -------------------------------------------------------------
 
-  [[nodiscard]] collective kind() const noexcept { return core_.kind(); }
-  [[nodiscard]] std::size_t count() const noexcept { return core_.count(); }
-  [[nodiscard]] int root() const noexcept { return core_.root(); }
-  [[nodiscard]] int ranks() const noexcept { return core_.ranks(); }
-  /// Elements expected in the send / recv / in-place View on this rank.
-  [[nodiscard]] std::size_t send_count() const noexcept { return core_.send_count(); }
-  [[nodiscard]] std::size_t recv_count() const noexcept { return core_.recv_count(); }
-  [[nodiscard]] std::size_t in_place_count() const noexcept { return core_.in_place_count(); }
-  [[nodiscard]] const algo::schedule& schedule() const noexcept { return core_.schedule(); }
-  [[nodiscard]] std::string schedule_name() const { return core_.schedule().to_string(); }
-  [[nodiscard]] const std::string& name() const noexcept { return core_.name(); }
+  // (and plan_facts, backend/mpi/plan_core.hpp: kind, count, root, ranks, the
+  // counts, schedule, name, chunking, programs, program_rank, uses_messages)
   [[nodiscard]] std::string describe() const { return core_.get("collc::kokkos::plan").describe(); }
-  [[nodiscard]] std::size_t chunk_elements() const noexcept { return core_.engine_ref().chunk_count(); }
-  [[nodiscard]] std::size_t executions_per_call() const noexcept { return core_.engine_ref().executions_per_call(); }
-  /// The lowered programs (chunk, then tail if any) and this rank's program rank.
-  [[nodiscard]] const std::vector<ir::program>& programs() const noexcept { return core_.engine_ref().programs(); }
-  [[nodiscard]] int program_rank() const noexcept { return core_.engine_ref().program_rank(); }
-  [[nodiscard]] bool uses_messages() const noexcept { return core_.engine_ref().has_transfers(); }
   /// Whether this plan's copies and reduces run inline on the calling thread
   /// (a host execution space, send and recv of at most inline_bytes each).
   [[nodiscard]] bool runs_inline() const noexcept {
-    return host_execution_v<ExecSpace> && std::max(send_count(), recv_count()) * sizeof(T) <= inline_bytes;
+    return host_execution_v<ExecSpace> && std::max(this->send_count(), this->recv_count()) * sizeof(T) <= inline_bytes;
   }
 
   /// Built by the make_* factories below.
-  explicit plan(mpi::plan_core<T, Op> core) : core_(std::move(core)) {}
+  explicit plan(mpi::plan_core<T, Op> core) : mpi::plan_facts<T, Op>(std::move(core)) {}
 
  private:
+  using mpi::plan_facts<T, Op>::core_;
   static constexpr mpi::buffer_words words{"View", "is unallocated, the plan needs", "p(exec, buf)"};
 
   // The fence on entry is the contract's first point: the caller's earlier
@@ -407,7 +393,7 @@ class plan {
   T* contiguous(const char* what, const View& v) const {
     const std::size_t n = v.extent(0);
     if (n > 1 && (!v.span_is_contiguous() || v.stride(0) != 1))
-      throw error(errc::invalid_argument, name() + ": " + what + " View \"" + v.label() +
+      throw error(errc::invalid_argument, this->name() + ": " + what + " View \"" + v.label() +
                                               "\" is not contiguous (stride " + std::to_string(v.stride(0)) +
                                               "); collc takes contiguous rank-1 Views: deep_copy into one first");
     return const_cast<T*>(v.data());
@@ -419,7 +405,6 @@ class plan {
 
   [[nodiscard]] detail::exec_kernels<ExecSpace> kernels() const { return {*exec_, runs_inline()}; }
 
-  mpi::plan_core<T, Op> core_;
   std::optional<ExecSpace> exec_;
 };
 

@@ -63,7 +63,7 @@ namespace collc::mpi {
 /// A thin wrapper of plan_core (plan_core.hpp) with host kernels and
 /// pointer / span buffers.
 template <class T, class Op = plus>
-class plan {
+class plan : public plan_facts<T, Op> {
   static_assert(std::is_trivially_copyable_v<T>, "collc::plan: T must be trivially copyable");
 
  public:
@@ -96,7 +96,7 @@ class plan {
   void operator()(std::span<T> buf) { (*this)(in_place, buf); }
   void operator()(in_place_t, T* buf) {
     (void)checked();
-    (*this)(in_place, std::span<T>(buf, buf ? in_place_count() : 0));
+    (*this)(in_place, std::span<T>(buf, buf ? this->in_place_count() : 0));
   }
 
   /// Starts an execution (see the file comment for how far it runs).
@@ -105,8 +105,8 @@ class plan {
   }
   void start(const T* send, T* recv) {
     (void)checked();
-    const bool root_only = kind() == collective::reduce && !core_.is_root();
-    start_impl(send, send_count(), recv, root_only && recv == nullptr ? 0 : recv_count());
+    const bool root_only = this->kind() == collective::reduce && !core_.is_root();
+    start_impl(send, this->send_count(), recv, root_only && recv == nullptr ? 0 : this->recv_count());
   }
   void start(in_place_t, std::span<T> buf) {
     (void)checked();
@@ -115,7 +115,7 @@ class plan {
   }
   void start(in_place_t, T* buf) {
     (void)checked();
-    start(in_place, std::span<T>(buf, buf ? in_place_count() : 0));
+    start(in_place, std::span<T>(buf, buf ? this->in_place_count() : 0));
   }
   void start(std::span<T> buf) { start(in_place, buf); }
 
@@ -134,46 +134,25 @@ class plan {
     return done;
   }
 
-  // --- what was built -------------------------------------------------------------
+  // --- what was built (also plan_facts, plan_core.hpp: kind, count, root, ranks,
+  // the counts, schedule, name, chunking, programs, program_rank, uses_messages) --
 
-  [[nodiscard]] collective kind() const noexcept { return core_.kind(); }
-  /// Elements per rank (allreduce, reduce, bcast) or per block (reduce_scatter, allgather).
-  [[nodiscard]] std::size_t count() const noexcept { return core_.count(); }
-  [[nodiscard]] int root() const noexcept { return core_.root(); }
-  [[nodiscard]] int ranks() const noexcept { return core_.ranks(); }
-  /// Elements expected in send / recv / an in-place buffer on this rank.
-  [[nodiscard]] std::size_t send_count() const noexcept { return core_.send_count(); }
-  [[nodiscard]] std::size_t recv_count() const noexcept { return core_.recv_count(); }
-  [[nodiscard]] std::size_t in_place_count() const noexcept { return core_.in_place_count(); }
-  /// The schedule that was lowered (after default selection).
-  [[nodiscard]] const algo::schedule& schedule() const noexcept { return core_.schedule(); }
-  /// "recexch{-2,2}"-style name of the schedule.
-  [[nodiscard]] std::string schedule_name() const { return core_.schedule().to_string(); }
-  /// Human-readable plan name with its id and signature (used in error messages).
-  [[nodiscard]] const std::string& name() const noexcept { return core_.name(); }
   /// The bound plan as text (engine::describe): placement, layout, chunking, transfers.
   [[nodiscard]] std::string describe() const { return checked().describe(); }
-  /// Chunk size in elements (per rank or per block) and executions per call.
-  [[nodiscard]] std::size_t chunk_elements() const noexcept { return e().chunk_count(); }
-  [[nodiscard]] std::size_t executions_per_call() const noexcept { return e().executions_per_call(); }
   /// This rank's node-segment slot (flags + shm), scratch and staging bytes:
   /// each at most options.chunk_bytes (+ the flag lines), whatever the count.
   [[nodiscard]] std::size_t shm_bytes_per_rank() const noexcept { return e().shm_bytes(); }
   [[nodiscard]] std::size_t scratch_bytes_per_rank() const noexcept { return e().scratch_bytes(); }
   [[nodiscard]] std::size_t stage_bytes_per_rank() const noexcept { return e().stage_bytes(); }
-  /// The lowered programs (chunk, then tail if any), in program ranks.
-  [[nodiscard]] const std::vector<ir::program>& programs() const noexcept { return e().programs(); }
-  /// Program rank of this rank and the communicator rank of each program rank.
-  [[nodiscard]] int program_rank() const noexcept { return e().program_rank(); }
+  /// The communicator rank and the node of each program rank.
   [[nodiscard]] const std::vector<int>& comm_of_program() const noexcept { return e().placement().comm_of_prog; }
   [[nodiscard]] const std::vector<int>& node_of_program() const noexcept { return e().placement().node_of; }
-  /// Whether this rank's programs send or receive messages (the path between nodes).
-  [[nodiscard]] bool uses_messages() const noexcept { return e().has_transfers(); }
 
   /// Built by the make_* factories.
-  explicit plan(plan_core<T, Op> core) : core_(std::move(core)) {}
+  explicit plan(plan_core<T, Op> core) : plan_facts<T, Op>(std::move(core)) {}
 
  private:
+  using plan_facts<T, Op>::core_;
   static constexpr buffer_words words{"buffer", "is null with count", "p(buf)"};
 
   /// The engine; a moved-from plan has none and says so.
@@ -202,8 +181,6 @@ class plan {
     std::snprintf(text, sizeof(text), "%p", p);
     return text;
   }
-
-  plan_core<T, Op> core_;
 };
 
 /// Any collective by value: the factories' common body (also what tests use

@@ -82,7 +82,9 @@ consteval plan_arg_kind plan_arg_kind_of() {
 /// says the fix; the compiler's note below it names the types involved).
 template <class T, class Op, class... A>
 consteval bool check_plan_args() {
-  constexpr auto count = []([[maybe_unused]] plan_arg_kind k) { return ((plan_arg_kind_of<T, Op, A>() == k ? 1 : 0) + ... + 0); };
+  constexpr auto count = []([[maybe_unused]] plan_arg_kind k) {
+    return ((plan_arg_kind_of<T, Op, A>() == k ? 1 : 0) + ... + 0);
+  };
   static_assert(count(plan_arg_kind::other_operator) == 0,
                 "collc::make_*: this operator is not the plan's Op. Name the operator as the second template "
                 "argument: collc::make_allreduce<double, collc::max>(comm, n) (an operator object may follow: "
@@ -90,9 +92,9 @@ consteval bool check_plan_args() {
   static_assert(count(plan_arg_kind::unknown) == 0,
                 "collc::make_*: a trailing argument must be a schedule (collc::factors<...>, collc::factor_set, "
                 "collc::algo::schedule), collc::plan_options, or the plan's operator (an object of type Op)");
-  static_assert(count(plan_arg_kind::schedule) <= 1 && count(plan_arg_kind::options) <= 1 &&
-                    count(plan_arg_kind::op) <= 1,
-                "collc::make_*: at most one schedule, one collc::plan_options and one operator");
+  static_assert(
+      count(plan_arg_kind::schedule) <= 1 && count(plan_arg_kind::options) <= 1 && count(plan_arg_kind::op) <= 1,
+      "collc::make_*: at most one schedule, one collc::plan_options and one operator");
   return true;
 }
 
@@ -125,9 +127,9 @@ struct plan_args {
 /// How a wrapper names its buffers in errors: "send buffer has 3 elements"
 /// (collc::plan) or "send View has 3 elements" (collc::kokkos::plan).
 struct buffer_words {
-  const char* noun = "buffer";         ///< after "send" / "recv" / "in-place"
+  const char* noun = "buffer";               ///< after "send" / "recv" / "in-place"
   const char* unset = "is null with count";  ///< a missing buffer, followed by the count needed
-  const char* one_buffer = "p(buf)";   ///< bcast's call form
+  const char* one_buffer = "p(buf)";         ///< bcast's call form
 };
 
 /// A persistent collective over the MPI engine: see the file comment.
@@ -286,6 +288,45 @@ class plan_core {
   std::unique_ptr<engine> e_;
   Op op_;
   algo::schedule sched_;
+};
+
+/// What a built plan says about itself, the same for collc::plan and
+/// collc::kokkos::plan: both derive from this and hold their plan_core here.
+template <class T, class Op>
+class plan_facts {
+ public:
+  [[nodiscard]] collective kind() const noexcept { return core_.kind(); }
+  /// Elements per rank (allreduce, reduce, bcast) or per block (reduce_scatter, allgather).
+  [[nodiscard]] std::size_t count() const noexcept { return core_.count(); }
+  [[nodiscard]] int root() const noexcept { return core_.root(); }
+  [[nodiscard]] int ranks() const noexcept { return core_.ranks(); }
+  /// Elements expected in send / recv / an in-place buffer on this rank.
+  [[nodiscard]] std::size_t send_count() const noexcept { return core_.send_count(); }
+  [[nodiscard]] std::size_t recv_count() const noexcept { return core_.recv_count(); }
+  [[nodiscard]] std::size_t in_place_count() const noexcept { return core_.in_place_count(); }
+  /// The schedule that was lowered (after default selection).
+  [[nodiscard]] const algo::schedule& schedule() const noexcept { return core_.schedule(); }
+  /// "recexch{-2,2}"-style name of the schedule.
+  [[nodiscard]] std::string schedule_name() const { return core_.schedule().to_string(); }
+  /// Human-readable plan name with its id and signature (used in error messages).
+  [[nodiscard]] const std::string& name() const noexcept { return core_.name(); }
+  /// Chunk size in elements (per rank or per block) and executions per call.
+  [[nodiscard]] std::size_t chunk_elements() const noexcept { return core_.engine_ref().chunk_count(); }
+  [[nodiscard]] std::size_t executions_per_call() const noexcept { return core_.engine_ref().executions_per_call(); }
+  /// The lowered programs (chunk, then tail if any), in program ranks.
+  [[nodiscard]] const std::vector<ir::program>& programs() const noexcept { return core_.engine_ref().programs(); }
+  /// Program rank of this rank.
+  [[nodiscard]] int program_rank() const noexcept { return core_.engine_ref().program_rank(); }
+  /// Whether this rank's programs send or receive messages (the path between nodes).
+  [[nodiscard]] bool uses_messages() const noexcept { return core_.engine_ref().has_transfers(); }
+
+ protected:
+  explicit plan_facts(plan_core<T, Op> core) : core_(std::move(core)) {}
+  plan_facts(plan_facts&&) noexcept = default;
+  plan_facts& operator=(plan_facts&&) noexcept = default;
+  ~plan_facts() = default;
+
+  plan_core<T, Op> core_;
 };
 
 /// The shape of a plan of T and Op: what every rank agrees on at setup.
