@@ -259,30 +259,12 @@ class plan_core {
 
  private:
   void check(const buffer_words& w, const char* what, const T* data, std::size_t size, std::size_t expected) const {
-    if (size != expected) {
-      std::string msg = name();
-      msg += ": ";
-      msg += what;
-      msg += " ";
-      msg += w.noun;
-      msg += " has ";
-      msg += std::to_string(size);
-      msg += " elements, the plan needs ";
-      msg += std::to_string(expected);
-      throw error(errc::invalid_argument, msg);
-    }
-    if (expected > 0 && data == nullptr) {
-      std::string msg = name();
-      msg += ": ";
-      msg += what;
-      msg += " ";
-      msg += w.noun;
-      msg += " ";
-      msg += w.unset;
-      msg += " ";
-      msg += std::to_string(expected);
-      throw error(errc::invalid_argument, msg);
-    }
+    if (size != expected)
+      throw error(errc::invalid_argument, collc::detail::cat(name(), ": ", what, " ", w.noun, " has ", size,
+                                                             " elements, the plan needs ", expected));
+    if (expected > 0 && data == nullptr)
+      throw error(errc::invalid_argument,
+                  collc::detail::cat(name(), ": ", what, " ", w.noun, " ", w.unset, " ", expected));
   }
 
   std::unique_ptr<engine> e_;
