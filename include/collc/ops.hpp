@@ -207,9 +207,17 @@ inline void reduce_loop(T* COLLC_RESTRICT dst, const T* COLLC_RESTRICT a, const 
 /// integer width, min/max and logical ops on 8/16/32-bit integers. Scalar on
 /// baseline x86-64 (no 64-bit integer compare/multiply before SSE4/AVX-512):
 /// prod/min/max/logical ops on 64-bit integers.
+///
+/// An operator that combines whole ranges at once (a member
+/// `op.reduce_range(dst, a, b, n)` with the same aliasing rules) is called
+/// once per range instead: an MPI user function (MPI_Op_create, the
+/// interposition library) costs an indirect call per invocation, not per
+/// element.
 template <class T, class Op>
 inline void reduce_into(T* dst, const T* a, const T* b, std::size_t n, const Op& op) {
-  if (dst == a && dst == b) {
+  if constexpr (requires { op.reduce_range(dst, a, b, n); }) {
+    op.reduce_range(dst, a, b, n);
+  } else if (dst == a && dst == b) {
     reduce_loop<true, true>(dst, static_cast<const T*>(nullptr), static_cast<const T*>(nullptr), n, op);
   } else if (dst == a) {
     reduce_loop<true, false>(dst, static_cast<const T*>(nullptr), b, n, op);

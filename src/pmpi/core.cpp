@@ -1,0 +1,951 @@
+// The interposition library's core (docs/pmpi.md): for each intercepted call,
+// decide from values that are equal on every rank whether it runs on a collc
+// plan or goes to the MPI library unchanged; keep the plans per communicator
+// (an attribute, so MPI_Comm_free and MPI_Finalize from any language free
+// them); count what happened for COLLC_PMPI_STATS; report collc's errors
+// through the communicator's error handler.
+#include "pmpi_names.hpp"
+
+#include "interpose.hpp"
+#include "plans.hpp"
+
+#include <collc/backend/mpi/options.hpp>
+#include <collc/error.hpp>
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace collc::pmpi {
+
+const char* mpi_name(coll c) noexcept {
+  switch (c) {
+    case coll::allreduce: return "MPI_Allreduce";
+    case coll::reduce_scatter_block: return "MPI_Reduce_scatter_block";
+    case coll::reduce_scatter: return "MPI_Reduce_scatter";
+    case coll::allgather: return "MPI_Allgather";
+    case coll::bcast: return "MPI_Bcast";
+    case coll::reduce: return "MPI_Reduce";
+    case coll::count_: break;
+  }
+  return "MPI_?";
+}
+
+namespace {
+
+constexpr int n_colls = static_cast<int>(coll::count_);
+
+/// The knob names COLLC_PMPI_COLLECTIVES accepts, in coll order.
+constexpr const char* knob_names[n_colls] = {"allreduce", "reduce_scatter_block", "reduce_scatter",
+                                             "allgather", "bcast",                "reduce"};
+
+// --- knobs (read once, agreed by all ranks at MPI_Init) -------------------------
+
+/// The environment, read once. Every value is a plain number so the ranks can
+/// compare them with one MIN/MAX reduction (settings_agree).
+struct settings {
+  bool enabled = true;                  // COLLC_PMPI
+  unsigned collectives = (1u << n_colls) - 1;  // COLLC_PMPI_COLLECTIVES (bit per coll)
+  std::uint64_t from_call = 16;         // COLLC_PMPI_FROM_CALL: a signature's first call on collc
+  std::uint64_t cache_entries = 64;     // COLLC_PMPI_CACHE: plans kept per communicator
+  std::uint64_t cache_mib = 256;        // COLLC_PMPI_CACHE_MB: message bytes of those plans
+  bool all_sizes = false;               // COLLC_PMPI_SIZES=all: ignore the measured table
+  bool stats = false;                   // COLLC_PMPI_STATS
+};
+
+/// The settings, or the reason a variable was refused.
+struct settings_read {
+  settings s;
+  std::string refused;
+};
+
+settings_read read_settings() {
+  settings_read r;
+  auto& s = r.s;
+  try {
+    if (auto v = mpi::env_value("COLLC_PMPI")) s.enabled = mpi::parse_env_bool("COLLC_PMPI", *v);
+    if (auto v = mpi::env_value("COLLC_PMPI_STATS")) s.stats = mpi::parse_env_bool("COLLC_PMPI_STATS", *v);
+    if (auto v = mpi::env_value("COLLC_PMPI_FROM_CALL")) {
+      s.from_call = mpi::parse_env_integer("COLLC_PMPI_FROM_CALL", *v, std::uint64_t{1} << 40);
+      if (s.from_call == 0)
+        throw error(errc::invalid_argument, "COLLC_PMPI_FROM_CALL='0': the first call is call 1 (use 1 or more)");
+    }
+    if (auto v = mpi::env_value("COLLC_PMPI_CACHE")) {
+      s.cache_entries = mpi::parse_env_integer("COLLC_PMPI_CACHE", *v, 1u << 20);
+      if (s.cache_entries == 0)
+        throw error(errc::invalid_argument, "COLLC_PMPI_CACHE='0': at least one plan per communicator (or COLLC_PMPI=0)");
+    }
+    if (auto v = mpi::env_value("COLLC_PMPI_CACHE_MB")) s.cache_mib = mpi::parse_env_integer("COLLC_PMPI_CACHE_MB", *v, 1u << 30);
+    if (auto v = mpi::env_value("COLLC_PMPI_SIZES")) {
+      const std::string w = mpi::lower_ascii(*v);
+      if (w == "all")
+        s.all_sizes = true;
+      else if (w == "measured")
+        s.all_sizes = false;
+      else
+        throw error(errc::invalid_argument, "COLLC_PMPI_SIZES='" + *v + "': expected 'measured' or 'all'");
+    }
+    if (auto v = mpi::env_value("COLLC_PMPI_COLLECTIVES")) {
+      const std::string w = mpi::lower_ascii(*v);
+      s.collectives = 0;
+      std::size_t at = 0;
+      while (at <= w.size()) {
+        const std::size_t end = std::min(w.find(',', at), w.size());
+        const std::string_view name = std::string_view(w).substr(at, end - at);
+        bool known = false;
+        if (name == "all") {
+          s.collectives = (1u << n_colls) - 1;
+          known = true;
+        }
+        for (int c = 0; c < n_colls && !known; ++c)
+          if (name == knob_names[c]) {
+            s.collectives |= 1u << c;
+            known = true;
+          }
+        if (name == "none") known = true;
+        if (!known)
+          throw error(errc::invalid_argument,
+                      "COLLC_PMPI_COLLECTIVES='" + *v + "': '" + std::string(name) +
+                          "' is not one of all, none, allreduce, reduce_scatter_block, reduce_scatter, "
+                          "allgather, bcast, reduce");
+        at = end + 1;
+      }
+    }
+  } catch (const error& e) {
+    r.refused = e.what();
+  }
+  return r;
+}
+
+const settings_read& knobs() {
+  static const settings_read r = read_settings();
+  return r;
+}
+
+/// The settings in force; a refused variable turns collc off on this rank
+/// (settings_agree, at MPI_Init, stops the program with the reason).
+const settings& config() { return knobs().s; }
+
+// --- statistics -------------------------------------------------------------------
+
+/// Why a call went to the MPI library (the statistics' reasons).
+enum class why : int {
+  off,              // COLLC_PMPI=0 or COLLC_PMPI_COLLECTIVES
+  intercomm,        // an intercommunicator
+  derived_type,     // not a predefined datatype (or not contiguous)
+  type_op,          // a predefined type collc does not reduce with this op
+  op,               // an operator collc does not know (MPI_REPLACE, a user op created before collc saw it)
+  bottom,           // MPI_BOTTOM or a null buffer
+  unequal_counts,   // MPI_Reduce_scatter with different counts
+  empty,            // count 0
+  first_calls,      // before the signature's COLLC_PMPI_FROM_CALL-th call
+  mpi_faster,       // the measured table hands this size to MPI
+  refused,          // collc refused the plan at setup (then always MPI for it)
+  count_
+};
+constexpr int n_whys = static_cast<int>(why::count_);
+
+const char* describe(why w) {
+  switch (w) {
+    case why::off: return "switched off (COLLC_PMPI / COLLC_PMPI_COLLECTIVES)";
+    case why::intercomm: return "intercommunicator";
+    case why::derived_type: return "derived or non-contiguous datatype";
+    case why::type_op: return "datatype not reduced by collc with this op";
+    case why::op: return "operator unknown to collc";
+    case why::bottom: return "MPI_BOTTOM or null buffer";
+    case why::unequal_counts: return "unequal reduce-scatter counts";
+    case why::empty: return "count 0";
+    case why::first_calls: return "first calls of a signature (COLLC_PMPI_FROM_CALL)";
+    case why::mpi_faster: return "size the MPI library does faster here (COLLC_PMPI_SIZES)";
+    case why::refused: return "plan refused by collc at setup";
+    case why::count_: break;
+  }
+  return "?";
+}
+
+struct coll_stats {
+  std::atomic<std::uint64_t> by_collc{0}, local_copies{0}, by_mpi{0}, plans_built{0};
+  std::atomic<std::uint64_t> collc_ns{0}, mpi_ns{0};
+  std::atomic<std::uint64_t> reasons[n_whys] = {};
+};
+coll_stats g_stats[n_colls];
+
+std::uint64_t ns_between(double t0, double t1) { return static_cast<std::uint64_t>((t1 - t0) * 1e9); }
+
+// --- datatypes and operators ---------------------------------------------------------
+
+/// What collc knows of a predefined datatype.
+enum class type_class : std::uint8_t { c_integer, f_integer, floating, complex, logical, byte, pair, other };
+
+struct type_info {
+  elem for_ops = elem::none;      // the element type of the arithmetic operators
+  elem for_min_max = elem::none;  // differs from for_ops for signed integers
+  elem blob = elem::none;         // a user operator's view of it
+  type_class cls = type_class::other;
+  std::size_t extent = 0;         // bytes per element
+  bool dense = false;             // size == extent: bcast/allgather may move it as bytes
+};
+
+elem blob_of(std::size_t extent) {
+  switch (extent) {
+    case 1: return elem::blob1;
+    case 2: return elem::blob2;
+    case 4: return elem::blob4;
+    case 8: return elem::blob8;
+    case 16: return elem::blob16;
+    case 32: return elem::blob32;
+    default: return elem::none;
+  }
+}
+
+elem unsigned_of(std::size_t bytes) {
+  switch (bytes) {
+    case 1: return elem::u8;
+    case 2: return elem::u16;
+    case 4: return elem::u32;
+    case 8: return elem::u64;
+    default: return elem::none;
+  }
+}
+elem signed_of(std::size_t bytes) {
+  switch (bytes) {
+    case 1: return elem::i8;
+    case 2: return elem::i16;
+    case 4: return elem::i32;
+    case 8: return elem::i64;
+    default: return elem::none;
+  }
+}
+
+template <class H>
+std::uintptr_t handle_id(H h) {
+  if constexpr (std::is_pointer_v<H>)
+    return reinterpret_cast<std::uintptr_t>(h);
+  else
+    return static_cast<std::uintptr_t>(h);
+}
+
+/// The predefined datatypes, by handle. Built at the first call (handles of
+/// some MPIs are addresses, known only at run time); a type whose size or
+/// extent is not what collc's element type has is left out (it then goes to
+/// the MPI library).
+class type_table {
+ public:
+  type_table() {
+    add_integer(MPI_SIGNED_CHAR, true, 1, type_class::c_integer);
+    add_integer(MPI_UNSIGNED_CHAR, false, 1, type_class::c_integer);
+    add_integer(MPI_SHORT, true, sizeof(short), type_class::c_integer);
+    add_integer(MPI_UNSIGNED_SHORT, false, sizeof(short), type_class::c_integer);
+    add_integer(MPI_INT, true, sizeof(int), type_class::c_integer);
+    add_integer(MPI_UNSIGNED, false, sizeof(int), type_class::c_integer);
+    add_integer(MPI_LONG, true, sizeof(long), type_class::c_integer);
+    add_integer(MPI_UNSIGNED_LONG, false, sizeof(long), type_class::c_integer);
+    add_integer(MPI_LONG_LONG, true, sizeof(long long), type_class::c_integer);
+    add_integer(MPI_UNSIGNED_LONG_LONG, false, sizeof(long long), type_class::c_integer);
+    add_integer(MPI_INT8_T, true, 1, type_class::c_integer);
+    add_integer(MPI_INT16_T, true, 2, type_class::c_integer);
+    add_integer(MPI_INT32_T, true, 4, type_class::c_integer);
+    add_integer(MPI_INT64_T, true, 8, type_class::c_integer);
+    add_integer(MPI_UINT8_T, false, 1, type_class::c_integer);
+    add_integer(MPI_UINT16_T, false, 2, type_class::c_integer);
+    add_integer(MPI_UINT32_T, false, 4, type_class::c_integer);
+    add_integer(MPI_UINT64_T, false, 8, type_class::c_integer);
+    add_integer(MPI_AINT, true, sizeof(MPI_Aint), type_class::c_integer);
+    add_integer(MPI_OFFSET, true, sizeof(MPI_Offset), type_class::c_integer);
+    add_integer(MPI_COUNT, true, sizeof(MPI_Count), type_class::c_integer);
+    add_integer(MPI_INTEGER, true, 0, type_class::f_integer);
+    add_integer(MPI_INTEGER1, true, 1, type_class::f_integer);
+    add_integer(MPI_INTEGER2, true, 2, type_class::f_integer);
+    add_integer(MPI_INTEGER4, true, 4, type_class::f_integer);
+    add_integer(MPI_INTEGER8, true, 8, type_class::f_integer);
+    add_bytes_only(MPI_BYTE, type_class::byte);
+    add_bytes_only(MPI_CHAR, type_class::other);
+    add_bytes_only(MPI_WCHAR, type_class::other);
+    add_bytes_only(MPI_CHARACTER, type_class::other);
+    add_bytes_only(MPI_PACKED, type_class::other);
+    add_logical(MPI_C_BOOL);
+    add_logical(MPI_CXX_BOOL);
+    add_logical(MPI_LOGICAL);
+    add(MPI_FLOAT, elem::f32, elem::f32, type_class::floating, sizeof(float));
+    add(MPI_DOUBLE, elem::f64, elem::f64, type_class::floating, sizeof(double));
+    add(MPI_LONG_DOUBLE, elem::f80, elem::f80, type_class::floating, sizeof(long double));
+    add(MPI_REAL, elem::f32, elem::f32, type_class::floating, sizeof(float));
+    add(MPI_DOUBLE_PRECISION, elem::f64, elem::f64, type_class::floating, sizeof(double));
+    add(MPI_REAL4, elem::f32, elem::f32, type_class::floating, sizeof(float));
+    add(MPI_REAL8, elem::f64, elem::f64, type_class::floating, sizeof(double));
+    add(MPI_C_FLOAT_COMPLEX, elem::c32, elem::none, type_class::complex, 2 * sizeof(float));
+    add(MPI_C_DOUBLE_COMPLEX, elem::c64, elem::none, type_class::complex, 2 * sizeof(double));
+    add(MPI_C_LONG_DOUBLE_COMPLEX, elem::c80, elem::none, type_class::complex, 2 * sizeof(long double));
+    add(MPI_CXX_FLOAT_COMPLEX, elem::c32, elem::none, type_class::complex, 2 * sizeof(float));
+    add(MPI_CXX_DOUBLE_COMPLEX, elem::c64, elem::none, type_class::complex, 2 * sizeof(double));
+    add(MPI_CXX_LONG_DOUBLE_COMPLEX, elem::c80, elem::none, type_class::complex, 2 * sizeof(long double));
+    add(MPI_COMPLEX, elem::c32, elem::none, type_class::complex, 2 * sizeof(float));
+    add(MPI_DOUBLE_COMPLEX, elem::c64, elem::none, type_class::complex, 2 * sizeof(double));
+    add(MPI_COMPLEX8, elem::c32, elem::none, type_class::complex, 2 * sizeof(float));
+    add(MPI_COMPLEX16, elem::c64, elem::none, type_class::complex, 2 * sizeof(double));
+    add_pair(MPI_FLOAT_INT, elem::float_int, 8);
+    add_pair(MPI_DOUBLE_INT, elem::double_int, 16);
+    add_pair(MPI_LONG_INT, elem::long_int, 16);
+    add_pair(MPI_2INT, elem::int_int, 8);
+    add_pair(MPI_SHORT_INT, elem::short_int, 8);
+    add_pair(MPI_LONG_DOUBLE_INT, elem::ldouble_int, 32);
+    add_pair(MPI_2REAL, elem::real_real, 8);
+    add_pair(MPI_2DOUBLE_PRECISION, elem::double_double, 16);
+    add_pair(MPI_2INTEGER, elem::int_int, 8);
+  }
+
+  /// nullptr for a datatype that is not predefined (or not one collc takes).
+  const type_info* find(MPI_Datatype t) const {
+    auto it = types_.find(handle_id(t));
+    return it == types_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  std::unordered_map<std::uintptr_t, type_info> types_;
+
+  /// size and extent of `t`, if it is a usable handle.
+  static std::optional<std::pair<std::size_t, std::size_t>> measure(MPI_Datatype t) {
+    if (t == MPI_DATATYPE_NULL) return std::nullopt;
+    int size = 0;
+    MPI_Aint lb = 0, extent = 0;
+    if (PMPI_Type_size(t, &size) != MPI_SUCCESS || PMPI_Type_get_extent(t, &lb, &extent) != MPI_SUCCESS)
+      return std::nullopt;
+    if (size <= 0 || lb != 0) return std::nullopt;
+    return std::pair{static_cast<std::size_t>(size), static_cast<std::size_t>(extent)};
+  }
+
+  void add(MPI_Datatype t, elem ops, elem minmax, type_class cls, std::size_t want) {
+    const auto m = measure(t);
+    if (!m || m->first != want || m->second != want) return;
+    types_[handle_id(t)] = type_info{ops, minmax, blob_of(want), cls, want, true};
+  }
+  void add_integer(MPI_Datatype t, bool is_signed, std::size_t want, type_class cls) {
+    const auto m = measure(t);
+    if (!m || m->first != m->second || (want != 0 && m->first != want)) return;
+    const std::size_t n = m->first;
+    const elem u = unsigned_of(n);
+    if (u == elem::none) return;
+    types_[handle_id(t)] = type_info{u, is_signed ? signed_of(n) : u, blob_of(n), cls, n, true};
+  }
+  void add_logical(MPI_Datatype t) {
+    const auto m = measure(t);
+    if (!m || m->first != m->second || unsigned_of(m->first) == elem::none) return;
+    types_[handle_id(t)] =
+        type_info{unsigned_of(m->first), elem::none, blob_of(m->first), type_class::logical, m->first, true};
+  }
+  void add_bytes_only(MPI_Datatype t, type_class cls) {
+    const auto m = measure(t);
+    if (!m || m->first != m->second) return;
+    const elem u = m->first == 1 ? elem::u8 : elem::none;  // MPI_BYTE's bit operators
+    types_[handle_id(t)] = type_info{u, elem::none, blob_of(m->first), cls, m->first, true};
+  }
+  void add_pair(MPI_Datatype t, elem e, std::size_t want_extent) {
+    const auto m = measure(t);
+    if (!m || m->second != want_extent) return;
+    types_[handle_id(t)] = type_info{e, elem::none, blob_of(want_extent), type_class::pair, want_extent, m->first == m->second};
+  }
+};
+
+const type_table& types() {
+  static const type_table t;
+  return t;
+}
+
+/// A predefined operator's kind, or opk::user / opk::none.
+opk predefined_op(MPI_Op op) {
+  if (op == MPI_SUM) return opk::sum;
+  if (op == MPI_PROD) return opk::prod;
+  if (op == MPI_MIN) return opk::min;
+  if (op == MPI_MAX) return opk::max;
+  if (op == MPI_BAND) return opk::band;
+  if (op == MPI_BOR) return opk::bor;
+  if (op == MPI_BXOR) return opk::bxor;
+  if (op == MPI_LAND) return opk::land;
+  if (op == MPI_LOR) return opk::lor;
+  if (op == MPI_LXOR) return opk::lxor;
+  if (op == MPI_MINLOC) return opk::minloc;
+  if (op == MPI_MAXLOC) return opk::maxloc;
+  return opk::user;
+}
+
+/// The element type a plan of (type, op) runs on, or elem::none when collc
+/// does not reduce that pair (MPI 4.0, section 6.9.2 lists which are valid).
+elem element_for(const type_info& t, opk o) {
+  switch (o) {
+    case opk::sum:
+    case opk::prod:
+      return t.cls == type_class::c_integer || t.cls == type_class::f_integer || t.cls == type_class::floating ||
+                     t.cls == type_class::complex
+                 ? t.for_ops
+                 : elem::none;
+    case opk::min:
+    case opk::max:
+      return t.cls == type_class::c_integer || t.cls == type_class::f_integer || t.cls == type_class::floating
+                 ? t.for_min_max
+                 : elem::none;
+    case opk::band:
+    case opk::bor:
+    case opk::bxor:
+      return t.cls == type_class::c_integer || t.cls == type_class::f_integer || t.cls == type_class::byte
+                 ? t.for_ops
+                 : elem::none;
+    case opk::land:
+    case opk::lor:
+    case opk::lxor:
+      return t.cls == type_class::c_integer || t.cls == type_class::logical ? t.for_ops : elem::none;
+    case opk::minloc:
+    case opk::maxloc: return t.cls == type_class::pair ? t.for_ops : elem::none;
+    case opk::user: return t.blob;
+    case opk::none: return elem::bytes;
+  }
+  return elem::none;
+}
+
+/// User operators by handle (op_created), under a lock: MPI_Op_create may run
+/// on any thread.
+struct user_ops {
+  std::mutex m;
+  std::unordered_map<std::uintptr_t, user_function> by_handle;
+};
+user_ops& user_op_table() {
+  static user_ops t;
+  return t;
+}
+
+std::optional<user_function> user_op_of(MPI_Op op) {
+  auto& t = user_op_table();
+  const std::lock_guard<std::mutex> lock(t.m);
+  auto it = t.by_handle.find(handle_id(op));
+  if (it == t.by_handle.end()) return std::nullopt;
+  return it->second;
+}
+
+// --- per-communicator state -----------------------------------------------------------
+
+/// What makes two calls the same plan. Every field is equal on every rank for
+/// the same call (MPI requires matching counts, types, ops and roots), except
+/// handles' numeric values, which only need to be consistent within a rank.
+/// User operators are keyed by their function, not their handle: programs
+/// create a new handle for each call.
+struct signature {
+  coll c = coll::allreduce;
+  elem e = elem::none;
+  opk o = opk::none;
+  std::uint64_t count = 0;
+  std::uintptr_t op_id = 0;  // the user function, else 0
+  int root = 0;
+  bool commute = true;
+  op_language lang = op_language::c;
+  bool operator==(const signature&) const = default;
+};
+struct signature_hash {
+  std::size_t operator()(const signature& s) const noexcept {
+    std::uint64_t h = 1469598103934665603ull;
+    const auto mix = [&h](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+    mix(static_cast<std::uint64_t>(s.c));
+    mix(static_cast<std::uint64_t>(s.e));
+    mix(static_cast<std::uint64_t>(s.o));
+    mix(s.count);
+    mix(s.op_id);
+    mix(static_cast<std::uint64_t>(s.root));
+    mix(s.commute);
+    return static_cast<std::size_t>(h);
+  }
+};
+
+/// The plans and call counts of one communicator. Used by one thread at a
+/// time (MPI forbids concurrent collectives on one communicator), so the hot
+/// path takes no lock.
+struct comm_state {
+  std::uint64_t seq = 0;  // creation order, for freeing in the same order on every rank
+  int size = 1;
+  bool inter = false;
+  struct cached {
+    std::unique_ptr<typed_plan> plan;
+    std::list<signature>::iterator lru;
+    std::uint64_t bytes = 0;
+  };
+  std::unordered_map<signature, std::uint64_t, signature_hash> calls;
+  std::unordered_map<signature, cached, signature_hash> plans;
+  std::list<signature> lru;  // most recently used first
+  std::uint64_t plan_bytes = 0;
+  std::unordered_map<signature, bool, signature_hash> refused;
+
+  ~comm_state() {
+    // Newest first, the same order on every rank (plans free shared windows collectively).
+    while (!lru.empty()) {
+      plans.erase(lru.back());
+      lru.pop_back();
+    }
+  }
+};
+
+/// Every live comm_state by creation sequence, so MPI_Finalize frees them all
+/// (MPI_COMM_WORLD's attributes need not be deleted at finalize).
+struct state_registry {
+  std::mutex m;
+  std::map<std::uint64_t, std::unique_ptr<comm_state>> states;
+  std::uint64_t next = 1;
+  int keyval = MPI_KEYVAL_INVALID;
+  bool finalize_hook = false;
+};
+state_registry& registry() {
+  static state_registry r;
+  return r;
+}
+
+void print_stats();
+
+int delete_state(MPI_Comm, int, void* value, void*) {
+  const auto seq = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(value));
+  std::unique_ptr<comm_state> gone;
+  {
+    auto& r = registry();
+    const std::lock_guard<std::mutex> lock(r.m);
+    if (auto it = r.states.find(seq); it != r.states.end()) {
+      gone = std::move(it->second);
+      r.states.erase(it);
+    }
+  }
+  return MPI_SUCCESS;  // `gone` frees the plans here, inside MPI_Comm_free
+}
+
+/// MPI_COMM_SELF's attributes are deleted first thing in MPI_Finalize, while
+/// MPI still works (MPI 4.0, section 11.2.4): the one hook every language's
+/// MPI_Finalize reaches (Open MPI's Fortran mpi_finalize calls PMPI_Finalize).
+int at_finalize(MPI_Comm, int, void*, void*) {
+  print_stats();
+  auto& r = registry();
+  std::map<std::uint64_t, std::unique_ptr<comm_state>> all;
+  {
+    const std::lock_guard<std::mutex> lock(r.m);
+    all.swap(r.states);
+  }
+  while (!all.empty()) all.erase(std::prev(all.end()));  // newest first
+  return MPI_SUCCESS;
+}
+
+/// The state of `comm`, created at its first intercepted call.
+comm_state& state_of(MPI_Comm comm) {
+  auto& r = registry();
+  int kv = MPI_KEYVAL_INVALID;
+  {
+    const std::lock_guard<std::mutex> lock(r.m);
+    if (r.keyval == MPI_KEYVAL_INVALID) {
+      // Not copied to duplicates: a duplicate's calls and plans are its own.
+      PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_state, &r.keyval, nullptr);
+      int self_kv = MPI_KEYVAL_INVALID;
+      PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &self_kv, nullptr);
+      PMPI_Comm_set_attr(MPI_COMM_SELF, self_kv, nullptr);
+      r.finalize_hook = true;
+    }
+    kv = r.keyval;
+  }
+  void* value = nullptr;
+  int found = 0;
+  PMPI_Comm_get_attr(comm, kv, &value, &found);
+  if (found) {
+    const auto seq = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(value));
+    const std::lock_guard<std::mutex> lock(r.m);
+    if (auto it = r.states.find(seq); it != r.states.end()) return *it->second;
+  }
+  auto s = std::make_unique<comm_state>();
+  int inter = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  s->inter = inter != 0;
+  if (!s->inter) PMPI_Comm_size(comm, &s->size);
+  comm_state* raw = s.get();
+  std::uint64_t seq = 0;
+  {
+    const std::lock_guard<std::mutex> lock(r.m);
+    seq = r.next++;
+    s->seq = seq;
+    r.states.emplace(seq, std::move(s));
+  }
+  PMPI_Comm_set_attr(comm, kv, reinterpret_cast<void*>(static_cast<std::uintptr_t>(seq)));
+  return *raw;
+}
+
+// --- the measured table -------------------------------------------------------------
+
+/// Sizes where the MPI library was faster than collc's default plans on this
+/// project's measurements (docs/benchmarks.md, "Bcast and reduce with the shm
+/// ring": P = 3 at 8-64 B up to 1.22x, and P = 3-4 at 256 KiB-2 MiB up to
+/// 1.18x; allreduce, reduce_scatter_block and allgather were faster at every
+/// size measured). A function of values equal on every rank only.
+bool mpi_is_faster(coll c, int P, std::size_t bytes) {
+  if (c != coll::bcast && c != coll::reduce) return false;
+  if (P == 3 && bytes <= 64) return true;
+  if ((P == 3 || P == 4) && bytes >= (std::size_t{256} << 10)) return true;
+  return false;
+}
+
+// --- errors ---------------------------------------------------------------------------
+
+/// A collc error inside an intercepted call: the diagnosis on stderr, then
+/// what MPI would do: the communicator's error handler decides
+/// (MPI_ERRORS_ARE_FATAL aborts, MPI_ERRORS_RETURN returns the code).
+int report(MPI_Comm comm, coll c, const char* what) {
+  int rank = -1;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::fprintf(stderr, "collc pmpi: %s on rank %d (of MPI_COMM_WORLD): %s\n", mpi_name(c), rank, what);
+  std::fflush(stderr);
+  PMPI_Comm_call_errhandler(comm, MPI_ERR_OTHER);
+  return MPI_ERR_OTHER;
+}
+
+// --- the decision and the call -------------------------------------------------------
+
+/// A call as the core sees it once the buffers are known.
+struct call {
+  coll c;
+  MPI_Comm comm;
+  const void* send;
+  void* recv;
+  std::size_t count;  // elements of the plan (bytes for allgather and bcast)
+  std::size_t bytes;  // message bytes per rank, for the table and the cache bound
+  elem e;
+  opk o;
+  int root;
+  user_function user;
+};
+
+/// Where a call goes.
+struct verdict {
+  bool collc = false;
+  why reason = why::off;
+};
+
+verdict refuse(why w) { return {false, w}; }
+
+/// The element and operator of a reduction, or why collc does not take it.
+std::optional<why> classify_reduction(MPI_Datatype type, MPI_Op op, elem& e, opk& o, user_function& u) {
+  const type_info* t = types().find(type);
+  if (t == nullptr) return why::derived_type;
+  o = predefined_op(op);
+  if (o == opk::user) {
+    auto f = user_op_of(op);
+    if (!f) return why::op;
+    u = *f;
+    u.type = type;
+  }
+  e = element_for(*t, o);
+  if (e == elem::none) return o == opk::user ? why::derived_type : why::type_op;
+  return std::nullopt;
+}
+
+/// Runs `c` on the communicator's plan for `sig` (built at first use), or says
+/// why it goes to MPI. Returns an MPI error code in `*err` when collc ran it.
+verdict run_on_collc(comm_state& st, const call& c, const signature& sig, int* err) {
+  const settings& s = config();
+  if (!s.all_sizes && mpi_is_faster(c.c, st.size, c.bytes)) return refuse(why::mpi_faster);
+  if (auto r = st.refused.find(sig); r != st.refused.end()) return refuse(why::refused);
+  std::uint64_t& n = st.calls[sig];
+  ++n;
+  auto it = st.plans.find(sig);
+  if (it == st.plans.end() && n < s.from_call) return refuse(why::first_calls);
+  try {
+    if (it == st.plans.end()) {
+      // Bound the cache first (the same evictions on every rank: the same calls, the same bytes).
+      const std::uint64_t cost = c.bytes;
+      while (!st.lru.empty() &&
+             (st.plans.size() >= s.cache_entries || st.plan_bytes + cost > (s.cache_mib << 20))) {
+        auto victim = st.plans.find(st.lru.back());
+        st.plan_bytes -= victim->second.bytes;
+        st.plans.erase(victim);
+        st.lru.pop_back();
+      }
+      std::unique_ptr<typed_plan> p;
+      try {
+        p = make_typed_plan(c.c, c.e, c.o, c.user, c.comm, c.count, c.root);
+      } catch (const error& e) {
+        // A plan collc cannot build here (the same on every rank: setup
+        // agrees first): the MPI library takes this signature from now on.
+        // Disagreements and timeouts are real errors.
+        if (e.code() == errc::mismatch || e.code() == errc::timeout || e.code() == errc::mpi_error) throw;
+        st.refused.emplace(sig, true);
+        return refuse(why::refused);
+      }
+      if (!p) {
+        st.refused.emplace(sig, true);
+        return refuse(why::refused);
+      }
+      g_stats[static_cast<int>(c.c)].plans_built.fetch_add(1, std::memory_order_relaxed);
+      st.lru.push_front(sig);
+      it = st.plans.emplace(sig, comm_state::cached{std::move(p), st.lru.begin(), cost}).first;
+      st.plan_bytes += cost;
+    } else if (it->second.lru != st.lru.begin()) {
+      st.lru.splice(st.lru.begin(), st.lru, it->second.lru);
+    }
+    typed_plan& p = *it->second.plan;
+    p.start(c.send, c.recv);
+    p.wait();
+    *err = MPI_SUCCESS;
+  } catch (const std::exception& e) {
+    // The plan that failed is dropped: the next call of the signature builds a new one.
+    if (it != st.plans.end()) {
+      st.plan_bytes -= it->second.bytes;
+      st.lru.erase(it->second.lru);
+      st.plans.erase(it);
+    }
+    *err = report(c.comm, c.c, e.what());
+  }
+  return {true, why::off};
+}
+
+/// One rank: the copy MPI would make, without shared memory or messages.
+void local_copy(const call& c) {
+  if (c.c == coll::bcast || c.send == MPI_IN_PLACE || c.recv == nullptr) return;
+  std::memcpy(c.recv, c.send, c.bytes);
+}
+
+/// Decides and runs; `to_mpi` is the unchanged call to the MPI library.
+template <class ToMpi>
+int dispatch(const call& c, std::optional<why> unfit, ToMpi&& to_mpi) {
+  const settings& s = config();
+  coll_stats& stats = g_stats[static_cast<int>(c.c)];
+  const double t0 = s.stats ? PMPI_Wtime() : 0.0;
+  verdict v = refuse(why::off);
+  int err = MPI_SUCCESS;
+  bool local = false;
+  if (s.enabled && (s.collectives >> static_cast<int>(c.c) & 1u)) {
+    comm_state& st = state_of(c.comm);
+    if (st.inter)
+      v = refuse(why::intercomm);
+    else if (unfit)
+      v = refuse(*unfit);
+    else if (c.count == 0)
+      v = refuse(why::empty);
+    else if (st.size == 1) {
+      local_copy(c);
+      v.collc = local = true;
+    } else {
+      const signature sig{c.c, c.e, c.o, c.count, c.o == opk::user ? reinterpret_cast<std::uintptr_t>(c.user.fn) : 0,
+                          c.root, c.o != opk::user || c.user.commute, c.user.lang};
+      v = run_on_collc(st, c, sig, &err);
+    }
+  }
+  if (!v.collc) err = to_mpi();
+  if (s.stats) {
+    const std::uint64_t ns = ns_between(t0, PMPI_Wtime());
+    if (v.collc) {
+      stats.by_collc.fetch_add(1, std::memory_order_relaxed);
+      if (local) stats.local_copies.fetch_add(1, std::memory_order_relaxed);
+      stats.collc_ns.fetch_add(ns, std::memory_order_relaxed);
+    } else {
+      stats.by_mpi.fetch_add(1, std::memory_order_relaxed);
+      stats.mpi_ns.fetch_add(ns, std::memory_order_relaxed);
+      stats.reasons[static_cast<int>(v.reason)].fetch_add(1, std::memory_order_relaxed);
+    }
+  }
+  return err;
+}
+
+bool is_bottom(const void* p) { return p == MPI_BOTTOM || p == nullptr; }
+
+std::string grouped(std::uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+void print_stats() {
+  if (!config().stats) return;
+  int rank = 0, size = 1;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  PMPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (rank != 0) return;
+  std::string out = "collc pmpi: statistics of rank 0 (of " + std::to_string(size) +
+                    "), COLLC_PMPI_FROM_CALL=" + std::to_string(config().from_call) + "\n";
+  for (int i = 0; i < n_colls; ++i) {
+    const coll_stats& st = g_stats[i];
+    const std::uint64_t by_collc = st.by_collc.load(), by_mpi = st.by_mpi.load();
+    if (by_collc + by_mpi == 0) continue;
+    char line[256];
+    std::snprintf(line, sizeof line, "collc pmpi: %s: %s calls by collc (%.6f s, %s plans built, %s local copies), %s to MPI (%.6f s)\n",
+                  mpi_name(static_cast<coll>(i)), grouped(by_collc).c_str(), st.collc_ns.load() * 1e-9,
+                  grouped(st.plans_built.load()).c_str(), grouped(st.local_copies.load()).c_str(),
+                  grouped(by_mpi).c_str(), st.mpi_ns.load() * 1e-9);
+    out += line;
+    for (int w = 0; w < n_whys; ++w)
+      if (const std::uint64_t k = st.reasons[w].load(); k > 0)
+        out += "collc pmpi:   " + std::string(mpi_name(static_cast<coll>(i))) + ": " + grouped(k) + " to MPI: " +
+               describe(static_cast<why>(w)) + "\n";
+  }
+  std::fputs(out.c_str(), stderr);
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+// --- the collectives ------------------------------------------------------------------
+
+int allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  call c{coll::allreduce, comm, send, recv, 0, 0, elem::none, opk::none, 0, {}};
+  std::optional<why> unfit;
+  if (count < 0 || is_bottom(recv) || (send != MPI_IN_PLACE && is_bottom(send)))
+    unfit = why::bottom;
+  else
+    unfit = classify_reduction(type, op, c.e, c.o, c.user);
+  if (!unfit) {
+    c.count = static_cast<std::size_t>(count);
+    c.bytes = c.count * types().find(type)->extent;
+  }
+  return dispatch(c, unfit, [&] { return PMPI_Allreduce(send, recv, count, type, op, comm); });
+}
+
+int reduce_scatter_block(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  call c{coll::reduce_scatter_block, comm, send, recv, 0, 0, elem::none, opk::none, 0, {}};
+  std::optional<why> unfit;
+  if (count < 0 || is_bottom(recv) || (send != MPI_IN_PLACE && is_bottom(send)))
+    unfit = why::bottom;
+  else
+    unfit = classify_reduction(type, op, c.e, c.o, c.user);
+  if (!unfit) {
+    c.count = static_cast<std::size_t>(count);
+    c.bytes = c.count * types().find(type)->extent;
+  }
+  return dispatch(c, unfit, [&] { return PMPI_Reduce_scatter_block(send, recv, count, type, op, comm); });
+}
+
+int reduce_scatter(const void* send, void* recv, const int recvcounts[], MPI_Datatype type, MPI_Op op,
+                   MPI_Comm comm) {
+  call c{coll::reduce_scatter, comm, send, recv, 0, 0, elem::none, opk::none, 0, {}};
+  std::optional<why> unfit;
+  int size = 0, inter = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  if (!inter) PMPI_Comm_size(comm, &size);
+  // recvcounts is the same array on every rank (MPI requires it), so equal
+  // counts are decided alike everywhere.
+  for (int i = 1; i < size && !unfit; ++i)
+    if (recvcounts[i] != recvcounts[0]) unfit = why::unequal_counts;
+  const int count = size > 0 ? recvcounts[0] : 0;
+  if (!unfit && (count < 0 || is_bottom(recv) || (send != MPI_IN_PLACE && is_bottom(send)))) unfit = why::bottom;
+  if (!unfit) unfit = classify_reduction(type, op, c.e, c.o, c.user);
+  if (!unfit) {
+    c.count = static_cast<std::size_t>(count);
+    c.bytes = c.count * types().find(type)->extent;
+  }
+  return dispatch(c, unfit, [&] { return PMPI_Reduce_scatter(send, recv, recvcounts, type, op, comm); });
+}
+
+int allgather(const void* send, int sendcount, MPI_Datatype sendtype, void* recv, int recvcount,
+              MPI_Datatype recvtype, MPI_Comm comm) {
+  call c{coll::allgather, comm, send, recv, 0, 0, elem::bytes, opk::none, 0, {}};
+  std::optional<why> unfit;
+  const type_info* rt = types().find(recvtype);
+  const type_info* st = send == MPI_IN_PLACE ? rt : types().find(sendtype);
+  if (rt == nullptr || st == nullptr || !rt->dense || !st->dense)
+    unfit = why::derived_type;
+  else if (recvcount < 0 || is_bottom(recv) || (send != MPI_IN_PLACE && is_bottom(send)))
+    unfit = why::bottom;
+  else if (send != MPI_IN_PLACE &&
+           static_cast<std::size_t>(sendcount) * st->extent != static_cast<std::size_t>(recvcount) * rt->extent)
+    unfit = why::derived_type;  // a type signature mismatch: MPI reports it
+  if (!unfit) {
+    c.bytes = c.count = static_cast<std::size_t>(recvcount) * rt->extent;
+  }
+  return dispatch(c, unfit,
+                  [&] { return PMPI_Allgather(send, sendcount, sendtype, recv, recvcount, recvtype, comm); });
+}
+
+int bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  call c{coll::bcast, comm, buf, buf, 0, 0, elem::bytes, opk::none, root, {}};
+  std::optional<why> unfit;
+  const type_info* t = types().find(type);
+  if (t == nullptr || !t->dense)
+    unfit = why::derived_type;
+  else if (count < 0 || is_bottom(buf))
+    unfit = why::bottom;
+  if (!unfit) c.bytes = c.count = static_cast<std::size_t>(count) * t->extent;
+  return dispatch(c, unfit, [&] { return PMPI_Bcast(buf, count, type, root, comm); });
+}
+
+int reduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
+  int rank = 0;
+  PMPI_Comm_rank(comm, &rank);
+  const bool at_root = rank == root;
+  // Only the root's recv is significant: other ranks' may be anything.
+  call c{coll::reduce, comm, send, at_root ? recv : nullptr, 0, 0, elem::none, opk::none, root, {}};
+  std::optional<why> unfit;
+  if (count < 0 || (at_root && is_bottom(recv)) || (send != MPI_IN_PLACE && is_bottom(send)) ||
+      (send == MPI_IN_PLACE && !at_root))
+    unfit = why::bottom;
+  else
+    unfit = classify_reduction(type, op, c.e, c.o, c.user);
+  if (!unfit) {
+    c.count = static_cast<std::size_t>(count);
+    c.bytes = c.count * types().find(type)->extent;
+  }
+  return dispatch(c, unfit, [&] { return PMPI_Reduce(send, recv, count, type, op, root, comm); });
+}
+
+// --- user operators ---------------------------------------------------------------------
+
+void op_created(MPI_Op op, void (*fn)(), bool commute, op_language lang) {
+  auto& t = user_op_table();
+  const std::lock_guard<std::mutex> lock(t.m);
+  t.by_handle[handle_id(op)] = user_function{fn, commute, lang, MPI_DATATYPE_NULL};
+}
+
+void op_freed(MPI_Op op) {
+  auto& t = user_op_table();
+  const std::lock_guard<std::mutex> lock(t.m);
+  t.by_handle.erase(handle_id(op));
+}
+
+// --- knobs agreed at MPI_Init ---------------------------------------------------------------
+
+/// Called right after the MPI library's MPI_Init / MPI_Init_thread: every rank
+/// must run with the same knobs (or the ranks would take different paths for
+/// the same call and hang); a refused or differing variable stops the program
+/// with the reason.
+int settings_agree() {
+  const settings_read& k = knobs();
+  const settings& s = k.s;
+  long long mine[8] = {s.enabled, static_cast<long long>(s.collectives), static_cast<long long>(s.from_call),
+                       static_cast<long long>(s.cache_entries), static_cast<long long>(s.cache_mib), s.all_sizes,
+                       k.refused.empty() ? 0 : 1, 0};
+  long long lo[8], hi[8];
+  PMPI_Allreduce(mine, lo, 8, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
+  PMPI_Allreduce(mine, hi, 8, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+  static const char* names[8] = {"COLLC_PMPI", "COLLC_PMPI_COLLECTIVES", "COLLC_PMPI_FROM_CALL", "COLLC_PMPI_CACHE",
+                                 "COLLC_PMPI_CACHE_MB", "COLLC_PMPI_SIZES", "(a refused variable)", ""};
+  int rank = 0;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  if (!k.refused.empty()) {
+    std::fprintf(stderr, "collc pmpi: rank %d: %s\n", rank, k.refused.c_str());
+    std::fflush(stderr);
+  }
+  for (int i = 0; i < 7; ++i)
+    if (lo[i] != hi[i] || hi[6] != 0) {
+      if (rank == 0 && i < 6 && lo[i] != hi[i])
+        std::fprintf(stderr, "collc pmpi: %s differs between ranks (from %lld to %lld): set it alike on every rank\n",
+                     names[i], lo[i], hi[i]);
+      std::fflush(stderr);
+      PMPI_Abort(MPI_COMM_WORLD, 1);
+      return MPI_ERR_OTHER;
+    }
+  return MPI_SUCCESS;
+}
+
+}  // namespace collc::pmpi
