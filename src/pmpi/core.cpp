@@ -795,108 +795,223 @@ void print_stats() {
   std::fflush(stderr);
 }
 
-}  // namespace
-
 // --- the collectives ------------------------------------------------------------------
 
-int allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  call c{coll::allreduce, comm, send, recv, 0, 0, elem::none, opk::none, 0, {}};
+/// A call described for the core, and why collc cannot take it (if so).
+struct prepared {
+  call c;
   std::optional<why> unfit;
-  if (count < 0 || is_bottom(recv) || (send != MPI_IN_PLACE && is_bottom(send)))
-    unfit = why::bottom;
-  else
-    unfit = classify_reduction(type, op, c.e, c.o, c.user);
-  if (!unfit) {
-    c.count = static_cast<std::size_t>(count);
-    c.bytes = c.count * types().find(type)->extent;
-  }
-  return dispatch(c, unfit, [&] { return PMPI_Allreduce(send, recv, count, type, op, comm); });
+};
+
+/// Element count and bytes of a reduction of `count` elements of `type`.
+void size_reduction(prepared& p, int count, MPI_Datatype type) {
+  if (p.unfit) return;
+  p.c.count = static_cast<std::size_t>(count);
+  p.c.bytes = p.c.count * types().find(type)->extent;
 }
 
-int reduce_scatter_block(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
-  call c{coll::reduce_scatter_block, comm, send, recv, 0, 0, elem::none, opk::none, 0, {}};
-  std::optional<why> unfit;
+/// Allreduce, reduce_scatter_block and reduce_scatter with equal counts.
+prepared prepare_reduction(coll k, const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
+                           MPI_Comm comm) {
+  prepared p{call{k, comm, send, recv, 0, 0, elem::none, opk::none, 0, {}}, std::nullopt};
   if (count < 0 || is_bottom(recv) || (send != MPI_IN_PLACE && is_bottom(send)))
-    unfit = why::bottom;
+    p.unfit = why::bottom;
   else
-    unfit = classify_reduction(type, op, c.e, c.o, c.user);
-  if (!unfit) {
-    c.count = static_cast<std::size_t>(count);
-    c.bytes = c.count * types().find(type)->extent;
-  }
-  return dispatch(c, unfit, [&] { return PMPI_Reduce_scatter_block(send, recv, count, type, op, comm); });
+    p.unfit = classify_reduction(type, op, p.c.e, p.c.o, p.c.user);
+  size_reduction(p, count, type);
+  return p;
 }
 
-int reduce_scatter(const void* send, void* recv, const int recvcounts[], MPI_Datatype type, MPI_Op op,
-                   MPI_Comm comm) {
-  call c{coll::reduce_scatter, comm, send, recv, 0, 0, elem::none, opk::none, 0, {}};
-  std::optional<why> unfit;
+prepared prepare_allgather(const void* send, int sendcount, MPI_Datatype sendtype, void* recv, int recvcount,
+                           MPI_Datatype recvtype, MPI_Comm comm) {
+  prepared p{call{coll::allgather, comm, send, recv, 0, 0, elem::bytes, opk::none, 0, {}}, std::nullopt};
+  const type_info* rt = types().find(recvtype);
+  const type_info* st = send == MPI_IN_PLACE ? rt : types().find(sendtype);
+  if (rt == nullptr || st == nullptr || !rt->dense || !st->dense)
+    p.unfit = why::derived_type;
+  else if (recvcount < 0 || is_bottom(recv) || (send != MPI_IN_PLACE && is_bottom(send)))
+    p.unfit = why::bottom;
+  else if (send != MPI_IN_PLACE &&
+           static_cast<std::size_t>(sendcount) * st->extent != static_cast<std::size_t>(recvcount) * rt->extent)
+    p.unfit = why::derived_type;  // a type signature mismatch: MPI reports it
+  if (!p.unfit) p.c.bytes = p.c.count = static_cast<std::size_t>(recvcount) * rt->extent;
+  return p;
+}
+
+prepared prepare_bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
+  prepared p{call{coll::bcast, comm, buf, buf, 0, 0, elem::bytes, opk::none, root, {}}, std::nullopt};
+  const type_info* t = types().find(type);
+  if (t == nullptr || !t->dense)
+    p.unfit = why::derived_type;
+  else if (count < 0 || is_bottom(buf))
+    p.unfit = why::bottom;
+  if (!p.unfit) p.c.bytes = p.c.count = static_cast<std::size_t>(count) * t->extent;
+  return p;
+}
+
+prepared prepare_reduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, int root,
+                        MPI_Comm comm) {
+  int rank = 0, inter = 0;
+  PMPI_Comm_test_inter(comm, &inter);
+  if (!inter) PMPI_Comm_rank(comm, &rank);
+  const bool at_root = rank == root;
+  // Only the root's recv is significant: other ranks' may be anything.
+  prepared p{call{coll::reduce, comm, send, at_root ? recv : nullptr, 0, 0, elem::none, opk::none, root, {}},
+             std::nullopt};
+  if (count < 0 || (at_root && is_bottom(recv)) || (send != MPI_IN_PLACE && is_bottom(send)))
+    p.unfit = why::bottom;
+  else
+    p.unfit = classify_reduction(type, op, p.c.e, p.c.o, p.c.user);
+  size_reduction(p, count, type);
+  return p;
+}
+
+/// MPI_Reduce_scatter: collc takes it when every count is the same.
+prepared prepare_reduce_scatter(const void* send, void* recv, const int recvcounts[], MPI_Datatype type, MPI_Op op,
+                                MPI_Comm comm) {
   int size = 0, inter = 0;
   PMPI_Comm_test_inter(comm, &inter);
   if (!inter) PMPI_Comm_size(comm, &size);
   // recvcounts is the same array on every rank (MPI requires it), so equal
   // counts are decided alike everywhere.
-  for (int i = 1; i < size && !unfit; ++i)
-    if (recvcounts[i] != recvcounts[0]) unfit = why::unequal_counts;
-  const int count = size > 0 ? recvcounts[0] : 0;
-  if (!unfit && (count < 0 || is_bottom(recv) || (send != MPI_IN_PLACE && is_bottom(send)))) unfit = why::bottom;
-  if (!unfit) unfit = classify_reduction(type, op, c.e, c.o, c.user);
-  if (!unfit) {
-    c.count = static_cast<std::size_t>(count);
-    c.bytes = c.count * types().find(type)->extent;
-  }
-  return dispatch(c, unfit, [&] { return PMPI_Reduce_scatter(send, recv, recvcounts, type, op, comm); });
+  bool equal = true;
+  for (int i = 1; i < size; ++i) equal = equal && recvcounts[i] == recvcounts[0];
+  prepared p = prepare_reduction(coll::reduce_scatter, send, recv, size > 0 ? recvcounts[0] : 0, type, op, comm);
+  if (!equal) p.unfit = why::unequal_counts;
+  return p;
+}
+
+}  // namespace
+
+int allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  const prepared p = prepare_reduction(coll::allreduce, send, recv, count, type, op, comm);
+  return dispatch(p.c, p.unfit, [&] { return PMPI_Allreduce(send, recv, count, type, op, comm); });
+}
+
+int reduce_scatter_block(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
+  const prepared p = prepare_reduction(coll::reduce_scatter_block, send, recv, count, type, op, comm);
+  return dispatch(p.c, p.unfit, [&] { return PMPI_Reduce_scatter_block(send, recv, count, type, op, comm); });
+}
+
+int reduce_scatter(const void* send, void* recv, const int recvcounts[], MPI_Datatype type, MPI_Op op,
+                   MPI_Comm comm) {
+  const prepared p = prepare_reduce_scatter(send, recv, recvcounts, type, op, comm);
+  return dispatch(p.c, p.unfit, [&] { return PMPI_Reduce_scatter(send, recv, recvcounts, type, op, comm); });
 }
 
 int allgather(const void* send, int sendcount, MPI_Datatype sendtype, void* recv, int recvcount,
               MPI_Datatype recvtype, MPI_Comm comm) {
-  call c{coll::allgather, comm, send, recv, 0, 0, elem::bytes, opk::none, 0, {}};
-  std::optional<why> unfit;
-  const type_info* rt = types().find(recvtype);
-  const type_info* st = send == MPI_IN_PLACE ? rt : types().find(sendtype);
-  if (rt == nullptr || st == nullptr || !rt->dense || !st->dense)
-    unfit = why::derived_type;
-  else if (recvcount < 0 || is_bottom(recv) || (send != MPI_IN_PLACE && is_bottom(send)))
-    unfit = why::bottom;
-  else if (send != MPI_IN_PLACE &&
-           static_cast<std::size_t>(sendcount) * st->extent != static_cast<std::size_t>(recvcount) * rt->extent)
-    unfit = why::derived_type;  // a type signature mismatch: MPI reports it
-  if (!unfit) {
-    c.bytes = c.count = static_cast<std::size_t>(recvcount) * rt->extent;
-  }
-  return dispatch(c, unfit,
+  const prepared p = prepare_allgather(send, sendcount, sendtype, recv, recvcount, recvtype, comm);
+  return dispatch(p.c, p.unfit,
                   [&] { return PMPI_Allgather(send, sendcount, sendtype, recv, recvcount, recvtype, comm); });
 }
 
 int bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
-  call c{coll::bcast, comm, buf, buf, 0, 0, elem::bytes, opk::none, root, {}};
-  std::optional<why> unfit;
-  const type_info* t = types().find(type);
-  if (t == nullptr || !t->dense)
-    unfit = why::derived_type;
-  else if (count < 0 || is_bottom(buf))
-    unfit = why::bottom;
-  if (!unfit) c.bytes = c.count = static_cast<std::size_t>(count) * t->extent;
-  return dispatch(c, unfit, [&] { return PMPI_Bcast(buf, count, type, root, comm); });
+  const prepared p = prepare_bcast(buf, count, type, root, comm);
+  return dispatch(p.c, p.unfit, [&] { return PMPI_Bcast(buf, count, type, root, comm); });
 }
 
 int reduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
-  int rank = 0;
-  PMPI_Comm_rank(comm, &rank);
-  const bool at_root = rank == root;
-  // Only the root's recv is significant: other ranks' may be anything.
-  call c{coll::reduce, comm, send, at_root ? recv : nullptr, 0, 0, elem::none, opk::none, root, {}};
-  std::optional<why> unfit;
-  if (count < 0 || (at_root && is_bottom(recv)) || (send != MPI_IN_PLACE && is_bottom(send)) ||
-      (send == MPI_IN_PLACE && !at_root))
-    unfit = why::bottom;
-  else
-    unfit = classify_reduction(type, op, c.e, c.o, c.user);
-  if (!unfit) {
-    c.count = static_cast<std::size_t>(count);
-    c.bytes = c.count * types().find(type)->extent;
+  const prepared p = prepare_reduce(send, recv, count, type, op, root, comm);
+  return dispatch(p.c, p.unfit, [&] { return PMPI_Reduce(send, recv, count, type, op, root, comm); });
+}
+
+// --- persistent collectives ------------------------------------------------------------
+
+namespace {
+
+/// A persistent collective on its own plan (not in the cache: the request
+/// owns it until MPI_Request_free).
+class plan_call final : public persistent_call {
+ public:
+  plan_call(std::unique_ptr<typed_plan> plan, const call& c) : plan_(std::move(plan)), c_(c) {}
+  int start() override {
+    if (active_) return report(c_.comm, c_.c, "MPI_Start on a persistent collective request that is still active");
+    const settings& s = config();
+    const double t0 = s.stats ? PMPI_Wtime() : 0.0;
+    int err = MPI_SUCCESS;
+    if (plan_) {
+      try {
+        plan_->start(c_.send, c_.recv);
+        active_ = true;
+      } catch (const std::exception& e) {
+        err = report(c_.comm, c_.c, e.what());
+      }
+    } else {
+      local_copy(c_);  // one rank
+      active_ = true;
+    }
+    count(t0);
+    return err;
   }
-  return dispatch(c, unfit, [&] { return PMPI_Reduce(send, recv, count, type, op, root, comm); });
+  bool test(int* err) override {
+    *err = MPI_SUCCESS;
+    if (!active_) return true;
+    const settings& s = config();
+    const double t0 = s.stats ? PMPI_Wtime() : 0.0;
+    bool done = true;
+    if (plan_) {
+      try {
+        done = plan_->test();
+      } catch (const std::exception& e) {
+        *err = report(c_.comm, c_.c, e.what());
+      }
+    }
+    if (done) active_ = false;
+    if (s.stats) g_stats[static_cast<int>(c_.c)].collc_ns.fetch_add(ns_between(t0, PMPI_Wtime()));
+    return done;
+  }
+  [[nodiscard]] bool active() const override { return active_; }
+
+ private:
+  std::unique_ptr<typed_plan> plan_;  // null on a communicator of one rank
+  call c_;
+  bool active_ = false;
+
+  void count(double t0) const {
+    if (!config().stats) return;
+    coll_stats& st = g_stats[static_cast<int>(c_.c)];
+    st.by_collc.fetch_add(1, std::memory_order_relaxed);
+    if (!plan_) st.local_copies.fetch_add(1, std::memory_order_relaxed);
+    st.collc_ns.fetch_add(ns_between(t0, PMPI_Wtime()), std::memory_order_relaxed);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<persistent_call> make_persistent(coll c, const void* send, void* recv, int count,
+                                                 MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
+  prepared p;
+  switch (c) {
+    case coll::allreduce:
+    case coll::reduce_scatter_block:
+    case coll::reduce_scatter: p = prepare_reduction(c, send, recv, count, type, op, comm); break;
+    case coll::allgather: p = prepare_allgather(send, count, type, recv, count, type, comm); break;
+    case coll::bcast: p = prepare_bcast(recv, count, type, root, comm); break;
+    case coll::reduce: p = prepare_reduce(send, recv, count, type, op, root, comm); break;
+    case coll::count_: return nullptr;
+  }
+  const settings& s = config();
+  // A persistent request is made to be started many times: no Nth-call rule,
+  // but the same switches, fallbacks and table as the blocking call.
+  if (!s.enabled || !(s.collectives >> static_cast<int>(c) & 1u) || p.unfit || p.c.count == 0) return nullptr;
+  comm_state& st = state_of(comm);
+  if (st.inter) return nullptr;
+  if (!s.all_sizes && mpi_is_faster(c, st.size, p.c.bytes)) return nullptr;
+  if (st.size == 1) return std::make_unique<plan_call>(nullptr, p.c);
+  std::unique_ptr<typed_plan> plan;
+  try {
+    plan = make_typed_plan(p.c.c, p.c.e, p.c.o, p.c.user, comm, p.c.count, p.c.root);
+  } catch (const error& e) {
+    if (e.code() == errc::mismatch || e.code() == errc::timeout || e.code() == errc::mpi_error) {
+      report(comm, c, e.what());
+      return nullptr;
+    }
+    return nullptr;  // refused alike on every rank: MPI's own persistent request
+  }
+  if (!plan) return nullptr;
+  g_stats[static_cast<int>(c)].plans_built.fetch_add(1, std::memory_order_relaxed);
+  return std::make_unique<plan_call>(std::move(plan), p.c);
 }
 
 // --- user operators ---------------------------------------------------------------------
