@@ -35,6 +35,11 @@ extern "C" int mpi_fortran_bottom_;
 extern "C" void pmpi_op_create_(void (*fn)(), const MPI_Fint* commute, MPI_Fint* op, MPI_Fint* ierror)
     __attribute__((weak));
 extern "C" void pmpi_op_free_(MPI_Fint* op, MPI_Fint* ierror) __attribute__((weak));
+// Open MPI's own Fortran MPI_Init / MPI_Init_thread (they set up the Fortran
+// side before PMPI_Init), weak for the same reason.
+extern "C" void pmpi_init_(MPI_Fint* ierror) __attribute__((weak));
+extern "C" void pmpi_init_thread_(const MPI_Fint* required, MPI_Fint* provided, MPI_Fint* ierror)
+    __attribute__((weak));
 
 namespace {
 
@@ -53,22 +58,21 @@ void finish(MPI_Fint* ierror, int code) {
 // mpi_X_ (see the top of this file).
 #define COLLC_PMPI_FORTRAN_ALIAS(defined, name) \
   COLLC_PMPI_EXPORT decltype(defined) name __attribute__((alias(#defined)));
-#define COLLC_PMPI_FORTRAN_NAMES(x, X)           \
-  COLLC_PMPI_FORTRAN_ALIAS(mpi_##x##_, mpi_##x)   \
+#define COLLC_PMPI_FORTRAN_NAMES(x, X)              \
+  COLLC_PMPI_FORTRAN_ALIAS(mpi_##x##_, mpi_##x)     \
   COLLC_PMPI_FORTRAN_ALIAS(mpi_##x##_, mpi_##x##__) \
-  COLLC_PMPI_FORTRAN_ALIAS(mpi_##x##_, MPI_##X)   \
+  COLLC_PMPI_FORTRAN_ALIAS(mpi_##x##_, MPI_##X)     \
   COLLC_PMPI_FORTRAN_ALIAS(mpi_##x##_, mpi_##x##_f08_)
 
 COLLC_PMPI_EXPORT void mpi_allreduce_(void* send, void* recv, const MPI_Fint* count, const MPI_Fint* type,
                                       const MPI_Fint* op, const MPI_Fint* comm, MPI_Fint* ierror) {
-  finish(ierror, pmpi::allreduce(c_send_buffer(send), c_buffer(recv), *count, PMPI_Type_f2c(*type),
-                                 PMPI_Op_f2c(*op), PMPI_Comm_f2c(*comm)));
+  finish(ierror, pmpi::allreduce(c_send_buffer(send), c_buffer(recv), *count, PMPI_Type_f2c(*type), PMPI_Op_f2c(*op),
+                                 PMPI_Comm_f2c(*comm)));
 }
 COLLC_PMPI_FORTRAN_NAMES(allreduce, ALLREDUCE)
 
-COLLC_PMPI_EXPORT void mpi_reduce_scatter_block_(void* send, void* recv, const MPI_Fint* count,
-                                                 const MPI_Fint* type, const MPI_Fint* op, const MPI_Fint* comm,
-                                                 MPI_Fint* ierror) {
+COLLC_PMPI_EXPORT void mpi_reduce_scatter_block_(void* send, void* recv, const MPI_Fint* count, const MPI_Fint* type,
+                                                 const MPI_Fint* op, const MPI_Fint* comm, MPI_Fint* ierror) {
   finish(ierror, pmpi::reduce_scatter_block(c_send_buffer(send), c_buffer(recv), *count, PMPI_Type_f2c(*type),
                                             PMPI_Op_f2c(*op), PMPI_Comm_f2c(*comm)));
 }
@@ -87,8 +91,8 @@ COLLC_PMPI_FORTRAN_NAMES(reduce_scatter, REDUCE_SCATTER)
 COLLC_PMPI_EXPORT void mpi_allgather_(void* send, const MPI_Fint* sendcount, const MPI_Fint* sendtype, void* recv,
                                       const MPI_Fint* recvcount, const MPI_Fint* recvtype, const MPI_Fint* comm,
                                       MPI_Fint* ierror) {
-  finish(ierror, pmpi::allgather(c_send_buffer(send), *sendcount, PMPI_Type_f2c(*sendtype), c_buffer(recv),
-                                 *recvcount, PMPI_Type_f2c(*recvtype), PMPI_Comm_f2c(*comm)));
+  finish(ierror, pmpi::allgather(c_send_buffer(send), *sendcount, PMPI_Type_f2c(*sendtype), c_buffer(recv), *recvcount,
+                                 PMPI_Type_f2c(*recvtype), PMPI_Comm_f2c(*comm)));
 }
 COLLC_PMPI_FORTRAN_NAMES(allgather, ALLGATHER)
 
@@ -124,3 +128,20 @@ COLLC_PMPI_EXPORT void mpi_op_free_(MPI_Fint* op, MPI_Fint* ierror) {
   finish(ierror, code);
 }
 COLLC_PMPI_FORTRAN_NAMES(op_free, OP_FREE)
+
+// MPI_Init from Fortran: Open MPI's goes straight to PMPI_Init, so the C
+// wrapper's check that every rank runs with the same COLLC_PMPI_* settings
+// (interpose.hpp: settings_agree) happens here.
+COLLC_PMPI_EXPORT void mpi_init_(MPI_Fint* ierror) {
+  MPI_Fint code = MPI_SUCCESS;
+  pmpi_init_(&code);
+  finish(ierror, code == MPI_SUCCESS ? pmpi::settings_agree() : code);
+}
+COLLC_PMPI_FORTRAN_NAMES(init, INIT)
+
+COLLC_PMPI_EXPORT void mpi_init_thread_(const MPI_Fint* required, MPI_Fint* provided, MPI_Fint* ierror) {
+  MPI_Fint code = MPI_SUCCESS;
+  pmpi_init_thread_(required, provided, &code);
+  finish(ierror, code == MPI_SUCCESS ? pmpi::settings_agree() : code);
+}
+COLLC_PMPI_FORTRAN_NAMES(init_thread, INIT_THREAD)

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_CHECKS 1024
+#define MAX_CHECKS 65536
 static char names[MAX_CHECKS][64];
 static uint64_t hashes[MAX_CHECKS];
 static int n_checks = 0;
