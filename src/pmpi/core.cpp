@@ -29,6 +29,7 @@
 #include <string_view>
 #include <type_traits>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -62,7 +63,14 @@ constexpr const char* knob_names[n_colls] = {"allreduce", "reduce_scatter_block"
 struct settings {
   bool enabled = true;                  // COLLC_PMPI
   unsigned collectives = (1u << n_colls) - 1;  // COLLC_PMPI_COLLECTIVES (bit per coll)
-  std::uint64_t from_call = 16;         // COLLC_PMPI_FROM_CALL: a signature's first call on collc
+  // COLLC_PMPI_FROM_CALL: a signature's first call on collc. A plan costs
+  // 23 us (new signature) to 130-180 us (first on a new communicator) at
+  // P = 2 and 165-820 us at P = 4, and saves 0.05-0.2 us (P = 2) to 5 us
+  // (P = 4, oversubscribed) per 8 B call (docs/pmpi.md, pmpi_bench --setup):
+  // break-even after 30 to several hundred calls. Switching at 64 keeps a
+  // one-off signature on MPI and costs a repeated one at most a few times
+  // the plan's setup (the ski-rental argument).
+  std::uint64_t from_call = 64;
   std::uint64_t cache_entries = 64;     // COLLC_PMPI_CACHE: plans kept per communicator
   std::uint64_t cache_mib = 256;        // COLLC_PMPI_CACHE_MB: message bytes of those plans
   bool all_sizes = false;               // COLLC_PMPI_SIZES=all: ignore the measured table
@@ -485,10 +493,11 @@ struct comm_state {
   std::unordered_map<signature, cached, signature_hash> plans;
   std::list<signature> lru;  // most recently used first
   std::uint64_t plan_bytes = 0;
-  std::unordered_map<signature, bool, signature_hash> refused;
+  std::unordered_set<signature, signature_hash> refused;
 
   ~comm_state() {
-    // Newest first, the same order on every rank (plans free shared windows collectively).
+    // Least recently used first: the same order on every rank (plans free
+    // shared windows collectively).
     while (!lru.empty()) {
       plans.erase(lru.back());
       lru.pop_back();
@@ -497,13 +506,13 @@ struct comm_state {
 };
 
 /// Every live comm_state by creation sequence, so MPI_Finalize frees them all
-/// (MPI_COMM_WORLD's attributes need not be deleted at finalize).
+/// (MPI_COMM_WORLD's attributes need not be deleted at finalize). The
+/// communicator's attribute holds the state's address, so a call finds its
+/// state without taking this lock.
 struct state_registry {
   std::mutex m;
   std::map<std::uint64_t, std::unique_ptr<comm_state>> states;
   std::uint64_t next = 1;
-  int keyval = MPI_KEYVAL_INVALID;
-  bool finalize_hook = false;
 };
 state_registry& registry() {
   static state_registry r;
@@ -513,15 +522,17 @@ state_registry& registry() {
 void print_stats();
 
 int delete_state(MPI_Comm, int, void* value, void*) {
-  const auto seq = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(value));
   std::unique_ptr<comm_state> gone;
   {
     auto& r = registry();
     const std::lock_guard<std::mutex> lock(r.m);
-    if (auto it = r.states.find(seq); it != r.states.end()) {
-      gone = std::move(it->second);
-      r.states.erase(it);
-    }
+    // Not found: MPI_Finalize already freed it (at_finalize).
+    for (auto it = r.states.begin(); it != r.states.end(); ++it)
+      if (it->second.get() == value) {
+        gone = std::move(it->second);
+        r.states.erase(it);
+        break;
+      }
   }
   return MPI_SUCCESS;  // `gone` frees the plans here, inside MPI_Comm_free
 }
@@ -541,44 +552,40 @@ int at_finalize(MPI_Comm, int, void*, void*) {
   return MPI_SUCCESS;
 }
 
+/// The keyval of the communicator states, created once (with the finalize hook).
+int state_keyval() {
+  static const int kv = [] {
+    int k = MPI_KEYVAL_INVALID;
+    // Not copied to duplicates: a duplicate's calls and plans are its own.
+    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_state, &k, nullptr);
+    int self_kv = MPI_KEYVAL_INVALID;
+    PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &self_kv, nullptr);
+    PMPI_Comm_set_attr(MPI_COMM_SELF, self_kv, nullptr);
+    return k;
+  }();
+  return kv;
+}
+
 /// The state of `comm`, created at its first intercepted call.
 comm_state& state_of(MPI_Comm comm) {
-  auto& r = registry();
-  int kv = MPI_KEYVAL_INVALID;
-  {
-    const std::lock_guard<std::mutex> lock(r.m);
-    if (r.keyval == MPI_KEYVAL_INVALID) {
-      // Not copied to duplicates: a duplicate's calls and plans are its own.
-      PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_state, &r.keyval, nullptr);
-      int self_kv = MPI_KEYVAL_INVALID;
-      PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &self_kv, nullptr);
-      PMPI_Comm_set_attr(MPI_COMM_SELF, self_kv, nullptr);
-      r.finalize_hook = true;
-    }
-    kv = r.keyval;
-  }
+  const int kv = state_keyval();
   void* value = nullptr;
   int found = 0;
   PMPI_Comm_get_attr(comm, kv, &value, &found);
-  if (found) {
-    const auto seq = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(value));
-    const std::lock_guard<std::mutex> lock(r.m);
-    if (auto it = r.states.find(seq); it != r.states.end()) return *it->second;
-  }
+  if (found) return *static_cast<comm_state*>(value);
   auto s = std::make_unique<comm_state>();
   int inter = 0;
   PMPI_Comm_test_inter(comm, &inter);
   s->inter = inter != 0;
   if (!s->inter) PMPI_Comm_size(comm, &s->size);
   comm_state* raw = s.get();
-  std::uint64_t seq = 0;
   {
+    auto& r = registry();
     const std::lock_guard<std::mutex> lock(r.m);
-    seq = r.next++;
-    s->seq = seq;
-    r.states.emplace(seq, std::move(s));
+    s->seq = r.next++;
+    r.states.emplace(s->seq, std::move(s));
   }
-  PMPI_Comm_set_attr(comm, kv, reinterpret_cast<void*>(static_cast<std::uintptr_t>(seq)));
+  PMPI_Comm_set_attr(comm, kv, raw);
   return *raw;
 }
 
@@ -650,12 +657,18 @@ std::optional<why> classify_reduction(MPI_Datatype type, MPI_Op op, elem& e, opk
   return std::nullopt;
 }
 
+constexpr std::size_t max_counted_signatures = 1 << 16;
+
 /// Runs `c` on the communicator's plan for `sig` (built at first use), or says
 /// why it goes to MPI. Returns an MPI error code in `*err` when collc ran it.
 verdict run_on_collc(comm_state& st, const call& c, const signature& sig, int* err) {
   const settings& s = config();
   if (!s.all_sizes && mpi_is_faster(c.c, st.size, c.bytes)) return refuse(why::mpi_faster);
   if (auto r = st.refused.find(sig); r != st.refused.end()) return refuse(why::refused);
+  // Call counts are kept for every signature seen (not only cached ones); a
+  // program with endless distinct signatures starts counting afresh, on every
+  // rank at the same call.
+  if (st.calls.size() >= max_counted_signatures && st.calls.find(sig) == st.calls.end()) st.calls.clear();
   std::uint64_t& n = st.calls[sig];
   ++n;
   auto it = st.plans.find(sig);
@@ -679,11 +692,11 @@ verdict run_on_collc(comm_state& st, const call& c, const signature& sig, int* e
         // agrees first): the MPI library takes this signature from now on.
         // Disagreements and timeouts are real errors.
         if (e.code() == errc::mismatch || e.code() == errc::timeout || e.code() == errc::mpi_error) throw;
-        st.refused.emplace(sig, true);
+        st.refused.insert(sig);
         return refuse(why::refused);
       }
       if (!p) {
-        st.refused.emplace(sig, true);
+        st.refused.insert(sig);
         return refuse(why::refused);
       }
       g_stats[static_cast<int>(c.c)].plans_built.fetch_add(1, std::memory_order_relaxed);
