@@ -244,3 +244,31 @@ TEST_CASE("copy_elems copies n elements, tolerates n == 0 and dst == src", "[ops
   detail::copy_elems(y.data() + 1, x.data(), 2);
   CHECK(y == std::array<int, 3>{0, 1, 2});
 }
+
+namespace {
+// An operator that reduces whole ranges (as an MPI user function does): it
+// records each call, and its element form must not be used by reduce_into.
+struct range_sum {
+  int* ranges;
+  int* elements;
+  int operator()(int a, int b) const {
+    ++*elements;
+    return a + b;
+  }
+  void reduce_range(int* dst, const int* a, const int* b, std::size_t n) const {
+    ++*ranges;
+    for (std::size_t i = 0; i < n; ++i) dst[i] = a[i] + b[i];
+  }
+};
+}  // namespace
+
+TEST_CASE("reduce_into calls an operator's reduce_range once per range", "[ops][kernel]") {
+  int ranges = 0, elements = 0;
+  std::vector<int> a{1, 2, 3, 4, 5}, b{10, 20, 30, 40, 50}, dst(5);
+  detail::reduce_into(dst.data(), a.data(), b.data(), 5, range_sum{&ranges, &elements});
+  CHECK(dst == std::vector<int>{11, 22, 33, 44, 55});
+  detail::reduce_into(a.data(), a.data(), b.data(), 5, range_sum{&ranges, &elements});  // dst == a
+  CHECK(a == std::vector<int>{11, 22, 33, 44, 55});
+  CHECK(ranges == 2);
+  CHECK(elements == 0);
+}
