@@ -27,6 +27,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
@@ -494,6 +495,20 @@ struct comm_state {
   std::list<signature> lru;  // most recently used first
   std::uint64_t plan_bytes = 0;
   std::unordered_set<signature, signature_hash> refused;
+  // The plan of the last call, if still cached: a program repeats one call
+  // in its loop, and the comparison costs less than the hash lookup.
+  signature last_sig;
+  cached* last_hit = nullptr;
+
+  /// Frees the plan of `sig`, if cached.
+  void drop(signature sig) {
+    auto it = plans.find(sig);
+    if (it == plans.end()) return;
+    if (last_hit == &it->second) last_hit = nullptr;
+    plan_bytes -= it->second.bytes;
+    lru.erase(it->second.lru);
+    plans.erase(it);
+  }
 
   ~comm_state() {
     // Least recently used first: the same order on every rank (plans free
@@ -504,6 +519,29 @@ struct comm_state {
     }
   }
 };
+
+/// What each thread remembers of its last call (state_of, classify), in one
+/// thread-local block. initial-exec: the library is loaded at program start
+/// (LD_PRELOAD or -lcollc_mpi), so its thread-local storage is static and
+/// reached without a __tls_get_addr call.
+/// What collc makes of a reduction's datatype and operator.
+struct classified {
+  std::optional<why> unfit;  // why collc does not take it, if so
+  elem e = elem::none;
+  opk o = opk::none;
+  user_function user;
+  std::size_t extent = 0;  // bytes per element
+};
+
+struct thread_memory {
+  std::tuple<MPI_Comm, comm_state*, std::uint64_t> last_state{MPI_COMM_NULL, nullptr, 0};
+  std::tuple<MPI_Datatype, MPI_Op, std::uint64_t, classified> last_class{MPI_DATATYPE_NULL, MPI_OP_NULL,
+                                                                                ~std::uint64_t{0}, {}};
+};
+thread_memory& tls() {
+  static thread_local thread_memory m __attribute__((tls_model("initial-exec")));
+  return m;
+}
 
 /// Bumped whenever a state is freed, so no thread's last-state cache
 /// (state_of) can name a freed state or a reused communicator handle.
@@ -577,9 +615,7 @@ int state_keyval() {
 /// collectives in a row on one communicator), which saves the attribute
 /// lookup: a call that goes to the MPI library pays a few nanoseconds here.
 comm_state& state_of(MPI_Comm comm) {
-  thread_local MPI_Comm last_comm = MPI_COMM_NULL;
-  thread_local comm_state* last_state = nullptr;
-  thread_local std::uint64_t last_freed = 0;
+  auto& [last_comm, last_state, last_freed] = tls().last_state;
   const std::uint64_t freed = g_states_freed.load(std::memory_order_acquire);
   if (last_state != nullptr && last_comm == comm && last_freed == freed) return *last_state;
   const int kv = state_keyval();
@@ -659,20 +695,53 @@ struct verdict {
 
 verdict refuse(why w) { return {false, w}; }
 
-/// The element and operator of a reduction, or why collc does not take it.
-std::optional<why> classify_reduction(MPI_Datatype type, MPI_Op op, elem& e, opk& o, user_function& u) {
+/// Bumped by op_created / op_freed: a handle may name another operator later.
+std::atomic<std::uint64_t> g_ops_changed{0};
+
+
+classified classify_uncached(MPI_Datatype type, MPI_Op op) {
+  classified r;
   const type_info* t = types().find(type);
-  if (t == nullptr) return why::derived_type;
-  o = predefined_op(op);
-  if (o == opk::user) {
-    auto f = user_op_of(op);
-    if (!f) return why::op;
-    u = *f;
-    u.type = type;
+  if (t == nullptr) {
+    r.unfit = why::derived_type;
+    return r;
   }
-  e = element_for(*t, o);
-  if (e == elem::none) return o == opk::user ? why::derived_type : why::type_op;
-  return std::nullopt;
+  r.extent = t->extent;
+  r.o = predefined_op(op);
+  if (r.o == opk::user) {
+    auto f = user_op_of(op);
+    if (!f) {
+      r.unfit = why::op;
+      return r;
+    }
+    r.user = *f;
+    r.user.type = type;
+  }
+  r.e = element_for(*t, r.o);
+  if (r.e == elem::none) r.unfit = r.o == opk::user ? why::derived_type : why::type_op;
+  return r;
+}
+
+/// classify_uncached, remembered per thread for the last (type, op): programs
+/// repeat the same pair, and the lookups cost as much as a small plan's call.
+/// Datatype handles need no invalidation: predefined types are never freed,
+/// and any other handle classifies as a derived type whatever it names.
+const classified& classify(MPI_Datatype type, MPI_Op op) {
+  auto& [last_type, last_op, last_ops_changed, last] = tls().last_class;
+  const std::uint64_t changed = g_ops_changed.load(std::memory_order_acquire);
+  if (type != last_type || op != last_op || changed != last_ops_changed) {
+    last = classify_uncached(type, op);
+    last_type = type, last_op = op, last_ops_changed = changed;
+  }
+  return last;
+}
+
+/// The element and operator of a reduction, or why collc does not take it.
+std::optional<why> classify_reduction(MPI_Datatype type, MPI_Op op, elem& e, opk& o, user_function& u,
+                                      std::size_t& extent) {
+  const classified& c = classify(type, op);
+  e = c.e, o = c.o, u = c.user, extent = c.extent;
+  return c.unfit;
 }
 
 constexpr std::size_t max_counted_signatures = 1 << 16;
@@ -682,26 +751,27 @@ constexpr std::size_t max_counted_signatures = 1 << 16;
 verdict run_on_collc(comm_state& st, const call& c, const signature& sig, int* err) {
   const settings& s = config();
   if (!s.all_sizes && mpi_is_faster(c.c, st.size, c.bytes)) return refuse(why::mpi_faster);
-  auto it = st.plans.find(sig);  // the hot path: one lookup
-  if (it == st.plans.end()) {
-    if (st.refused.count(sig) != 0) return refuse(why::refused);
-    // Call counts are kept for every signature seen (not only cached ones); a
-    // program with endless distinct signatures starts counting afresh, on
-    // every rank at the same call.
-    if (st.calls.size() >= max_counted_signatures && st.calls.find(sig) == st.calls.end()) st.calls.clear();
-    if (++st.calls[sig] < s.from_call) return refuse(why::first_calls);
+  comm_state::cached* hit = st.last_hit != nullptr && st.last_sig == sig ? st.last_hit : nullptr;
+  if (hit == nullptr) {
+    if (auto it = st.plans.find(sig); it != st.plans.end()) {
+      hit = &it->second;
+      if (hit->lru != st.lru.begin()) st.lru.splice(st.lru.begin(), st.lru, hit->lru);
+    } else {
+      if (st.refused.count(sig) != 0) return refuse(why::refused);
+      // Call counts are kept for every signature seen (not only cached ones); a
+      // program with endless distinct signatures starts counting afresh, on
+      // every rank at the same call.
+      if (st.calls.size() >= max_counted_signatures && st.calls.find(sig) == st.calls.end()) st.calls.clear();
+      if (++st.calls[sig] < s.from_call) return refuse(why::first_calls);
+    }
   }
   try {
-    if (it == st.plans.end()) {
+    if (hit == nullptr) {
       // Bound the cache first (the same evictions on every rank: the same calls, the same bytes).
       const std::uint64_t cost = c.bytes;
       while (!st.lru.empty() &&
-             (st.plans.size() >= s.cache_entries || st.plan_bytes + cost > (s.cache_mib << 20))) {
-        auto victim = st.plans.find(st.lru.back());
-        st.plan_bytes -= victim->second.bytes;
-        st.plans.erase(victim);
-        st.lru.pop_back();
-      }
+             (st.plans.size() >= s.cache_entries || st.plan_bytes + cost > (s.cache_mib << 20)))
+        st.drop(st.lru.back());  // by value: drop erases the list node
       std::unique_ptr<typed_plan> p;
       try {
         p = make_typed_plan(c.c, c.e, c.o, c.user, c.comm, c.count, c.root);
@@ -719,22 +789,16 @@ verdict run_on_collc(comm_state& st, const call& c, const signature& sig, int* e
       }
       g_stats[static_cast<int>(c.c)].plans_built.fetch_add(1, std::memory_order_relaxed);
       st.lru.push_front(sig);
-      it = st.plans.emplace(sig, comm_state::cached{std::move(p), st.lru.begin(), cost}).first;
+      hit = &st.plans.emplace(sig, comm_state::cached{std::move(p), st.lru.begin(), cost}).first->second;
       st.plan_bytes += cost;
-    } else if (it->second.lru != st.lru.begin()) {
-      st.lru.splice(st.lru.begin(), st.lru, it->second.lru);
     }
-    typed_plan& p = *it->second.plan;
-    p.start(c.send, c.recv);
-    p.wait();
+    st.last_sig = sig, st.last_hit = hit;
+    hit->plan->start(c.send, c.recv);
+    hit->plan->wait();
     *err = MPI_SUCCESS;
   } catch (const std::exception& e) {
     // The plan that failed is dropped: the next call of the signature builds a new one.
-    if (it != st.plans.end()) {
-      st.plan_bytes -= it->second.bytes;
-      st.lru.erase(it->second.lru);
-      st.plans.erase(it);
-    }
+    st.drop(sig);
     *err = report(c.comm, c.c, e.what());
   }
   return {true, why::off};
@@ -834,22 +898,23 @@ struct prepared {
   std::optional<why> unfit;
 };
 
-/// Element count and bytes of a reduction of `count` elements of `type`.
-void size_reduction(prepared& p, int count, MPI_Datatype type) {
+/// Element count and bytes of a reduction of `count` elements of `extent` bytes.
+void size_reduction(prepared& p, int count, std::size_t extent) {
   if (p.unfit) return;
   p.c.count = static_cast<std::size_t>(count);
-  p.c.bytes = p.c.count * types().find(type)->extent;
+  p.c.bytes = p.c.count * extent;
 }
 
 /// Allreduce, reduce_scatter_block and reduce_scatter with equal counts.
 prepared prepare_reduction(coll k, const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
                            MPI_Comm comm) {
   prepared p{call{k, comm, send, recv, 0, 0, elem::none, opk::none, 0, {}}, std::nullopt};
+  std::size_t extent = 0;
   if (count < 0 || is_bottom(recv) || (send != MPI_IN_PLACE && is_bottom(send)))
     p.unfit = why::bottom;
   else
-    p.unfit = classify_reduction(type, op, p.c.e, p.c.o, p.c.user);
-  size_reduction(p, count, type);
+    p.unfit = classify_reduction(type, op, p.c.e, p.c.o, p.c.user, extent);
+  size_reduction(p, count, extent);
   return p;
 }
 
@@ -889,11 +954,12 @@ prepared prepare_reduce(const void* send, void* recv, int count, MPI_Datatype ty
   // Only the root's recv is significant: other ranks' may be anything.
   prepared p{call{coll::reduce, comm, send, at_root ? recv : nullptr, 0, 0, elem::none, opk::none, root, {}},
              std::nullopt};
+  std::size_t extent = 0;
   if (count < 0 || (at_root && is_bottom(recv)) || (send != MPI_IN_PLACE && is_bottom(send)))
     p.unfit = why::bottom;
   else
-    p.unfit = classify_reduction(type, op, p.c.e, p.c.o, p.c.user);
-  size_reduction(p, count, type);
+    p.unfit = classify_reduction(type, op, p.c.e, p.c.o, p.c.user, extent);
+  size_reduction(p, count, extent);
   return p;
 }
 
@@ -1051,12 +1117,14 @@ void op_created(MPI_Op op, void (*fn)(), bool commute, op_language lang) {
   auto& t = user_op_table();
   const std::lock_guard<std::mutex> lock(t.m);
   t.by_handle[handle_id(op)] = user_function{fn, commute, lang, MPI_DATATYPE_NULL};
+  g_ops_changed.fetch_add(1, std::memory_order_release);
 }
 
 void op_freed(MPI_Op op) {
   auto& t = user_op_table();
   const std::lock_guard<std::mutex> lock(t.m);
   t.by_handle.erase(handle_id(op));
+  g_ops_changed.fetch_add(1, std::memory_order_release);
 }
 
 // --- knobs agreed at MPI_Init ---------------------------------------------------------------
