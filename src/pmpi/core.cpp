@@ -7,6 +7,7 @@
 #include "pmpi_names.hpp"
 
 #include "interpose.hpp"
+#include "measured.hpp"
 #include "plans.hpp"
 
 #include <collc/backend/mpi/options.hpp>
@@ -376,6 +377,19 @@ const type_table& types() {
   return t;
 }
 
+/// types().find, remembered per thread for the last handle (no invalidation
+/// needed: predefined types are never freed, and every other handle is "not
+/// predefined" whatever it names).
+const type_info* find_type(MPI_Datatype t) {
+  thread_local MPI_Datatype last = MPI_DATATYPE_NULL;
+  thread_local const type_info* found = nullptr;
+  if (t != last || t == MPI_DATATYPE_NULL) {
+    found = types().find(t);
+    last = t;
+  }
+  return found;
+}
+
 /// A predefined operator's kind, or opk::user / opk::none.
 opk predefined_op(MPI_Op op) {
   if (op == MPI_SUM) return opk::sum;
@@ -645,17 +659,7 @@ comm_state& state_of(MPI_Comm comm) {
 
 // --- the measured table -------------------------------------------------------------
 
-/// Sizes where the MPI library was faster than collc's default plans on this
-/// project's measurements (docs/benchmarks.md, "Bcast and reduce with the shm
-/// ring": P = 3 at 8-64 B up to 1.22x, and P = 3-4 at 256 KiB-2 MiB up to
-/// 1.18x; allreduce, reduce_scatter_block and allgather were faster at every
-/// size measured). A function of values equal on every rank only.
-bool mpi_is_faster(coll c, int P, std::size_t bytes) {
-  if (c != coll::bcast && c != coll::reduce) return false;
-  if (P == 3 && bytes <= 64) return true;
-  if ((P == 3 || P == 4) && bytes >= (std::size_t{256} << 10)) return true;
-  return false;
-}
+// mpi_is_faster: measured.hpp.
 
 // --- errors ---------------------------------------------------------------------------
 
@@ -701,7 +705,7 @@ std::atomic<std::uint64_t> g_ops_changed{0};
 
 classified classify_uncached(MPI_Datatype type, MPI_Op op) {
   classified r;
-  const type_info* t = types().find(type);
+  const type_info* t = find_type(type);
   if (t == nullptr) {
     r.unfit = why::derived_type;
     return r;
@@ -815,6 +819,7 @@ template <class ToMpi>
 int dispatch(const call& c, std::optional<why> unfit, ToMpi&& to_mpi) {
   const settings& s = config();
   coll_stats& stats = g_stats[static_cast<int>(c.c)];
+  if (s.stats) state_keyval();  // the finalize hook prints the statistics, even with collc switched off
   const double t0 = s.stats ? PMPI_Wtime() : 0.0;
   verdict v = refuse(why::off);
   int err = MPI_SUCCESS;
@@ -921,8 +926,8 @@ prepared prepare_reduction(coll k, const void* send, void* recv, int count, MPI_
 prepared prepare_allgather(const void* send, int sendcount, MPI_Datatype sendtype, void* recv, int recvcount,
                            MPI_Datatype recvtype, MPI_Comm comm) {
   prepared p{call{coll::allgather, comm, send, recv, 0, 0, elem::bytes, opk::none, 0, {}}, std::nullopt};
-  const type_info* rt = types().find(recvtype);
-  const type_info* st = send == MPI_IN_PLACE ? rt : types().find(sendtype);
+  const type_info* rt = find_type(recvtype);
+  const type_info* st = send == MPI_IN_PLACE || sendtype == recvtype ? rt : find_type(sendtype);
   if (rt == nullptr || st == nullptr || !rt->dense || !st->dense)
     p.unfit = why::derived_type;
   else if (recvcount < 0 || is_bottom(recv) || (send != MPI_IN_PLACE && is_bottom(send)))
@@ -936,7 +941,7 @@ prepared prepare_allgather(const void* send, int sendcount, MPI_Datatype sendtyp
 
 prepared prepare_bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
   prepared p{call{coll::bcast, comm, buf, buf, 0, 0, elem::bytes, opk::none, root, {}}, std::nullopt};
-  const type_info* t = types().find(type);
+  const type_info* t = find_type(type);
   if (t == nullptr || !t->dense)
     p.unfit = why::derived_type;
   else if (count < 0 || is_bottom(buf))

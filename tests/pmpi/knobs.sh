@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# libcollc_mpi's environment knobs, under Open MPI (its MPMD syntax gives the
+# ranks different environments):
+#   knobs.sh MPIEXEC LIB PROGRAM
+# 1. A value that does not parse stops the program at MPI_Init with the
+#    variable's name and value.
+# 2. Ranks with different values stop it with the variable's name and both values.
+# 3. COLLC_PMPI=0: the statistics show every call went to MPI, switched off.
+set -uo pipefail
+mpiexec=$1 lib=$2 prog=$3
+flags=(--oversubscribe --allow-run-as-root --bind-to none)
+fail() { echo "knobs.sh: $*"; exit 1; }
+
+out=$(timeout 60 "$mpiexec" -n 2 "${flags[@]}" -x "LD_PRELOAD=$lib" -x COLLC_PMPI_FROM_CALL=ten "$prog" 1 2>&1)
+rc=$?
+[[ $rc -ne 0 && $rc -ne 124 ]] || fail "a bad COLLC_PMPI_FROM_CALL did not stop the program (rc $rc)"
+echo "$out" | grep -q "COLLC_PMPI_FROM_CALL.*ten" || fail "no message naming COLLC_PMPI_FROM_CALL='ten': $out"
+echo "1. refused: $(echo "$out" | grep -m1 COLLC_PMPI_FROM_CALL)"
+
+out=$(timeout 60 "$mpiexec" "${flags[@]}" -n 1 -x "LD_PRELOAD=$lib" -x COLLC_PMPI_CACHE=8 "$prog" 1 : \
+      -n 1 -x "LD_PRELOAD=$lib" -x COLLC_PMPI_CACHE=9 "$prog" 1 2>&1)
+rc=$?
+[[ $rc -ne 0 && $rc -ne 124 ]] || fail "ranks with different COLLC_PMPI_CACHE did not stop the program (rc $rc)"
+echo "$out" | grep -q "COLLC_PMPI_CACHE differs between ranks (from 8 to 9)" || fail "no message naming the difference: $out"
+echo "2. refused: $(echo "$out" | grep -m1 'differs between ranks')"
+
+out=$(timeout 120 "$mpiexec" -n 2 "${flags[@]}" -x "LD_PRELOAD=$lib" -x COLLC_PMPI=0 -x COLLC_PMPI_STATS=1 "$prog" 1 2>&1 >/dev/null)
+rc=$?
+[[ $rc -eq 0 ]] || fail "COLLC_PMPI=0 run failed (rc $rc): $out"
+echo "$out" | grep -q "MPI_Allreduce: 0 calls by collc" || fail "COLLC_PMPI=0 but collc took calls: $out"
+echo "$out" | grep -q "MPI_Allreduce: [0-9,]* to MPI: switched off" || fail "no 'switched off' reason: $out"
+echo "3. off: $(echo "$out" | grep -m1 'switched off')"
