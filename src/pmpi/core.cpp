@@ -498,6 +498,7 @@ struct signature_hash {
 struct comm_state {
   std::uint64_t seq = 0;  // creation order, for freeing in the same order on every rank
   int size = 1;
+  int rank = 0;
   bool inter = false;
   struct cached {
     std::unique_ptr<typed_plan> plan;
@@ -644,7 +645,10 @@ comm_state& state_of(MPI_Comm comm) {
   int inter = 0;
   PMPI_Comm_test_inter(comm, &inter);
   s->inter = inter != 0;
-  if (!s->inter) PMPI_Comm_size(comm, &s->size);
+  if (!s->inter) {
+    PMPI_Comm_size(comm, &s->size);
+    PMPI_Comm_rank(comm, &s->rank);
+  }
   comm_state* raw = s.get();
   {
     auto& r = registry();
@@ -952,10 +956,8 @@ prepared prepare_bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Co
 
 prepared prepare_reduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, int root,
                         MPI_Comm comm) {
-  int rank = 0, inter = 0;
-  PMPI_Comm_test_inter(comm, &inter);
-  if (!inter) PMPI_Comm_rank(comm, &rank);
-  const bool at_root = rank == root;
+  const comm_state& st = state_of(comm);
+  const bool at_root = !st.inter && st.rank == root;
   // Only the root's recv is significant: other ranks' may be anything.
   prepared p{call{coll::reduce, comm, send, at_root ? recv : nullptr, 0, 0, elem::none, opk::none, root, {}},
              std::nullopt};
@@ -971,9 +973,8 @@ prepared prepare_reduce(const void* send, void* recv, int count, MPI_Datatype ty
 /// MPI_Reduce_scatter: collc takes it when every count is the same.
 prepared prepare_reduce_scatter(const void* send, void* recv, const int recvcounts[], MPI_Datatype type, MPI_Op op,
                                 MPI_Comm comm) {
-  int size = 0, inter = 0;
-  PMPI_Comm_test_inter(comm, &inter);
-  if (!inter) PMPI_Comm_size(comm, &size);
+  const comm_state& st = state_of(comm);
+  const int size = st.inter ? 0 : st.size;
   // recvcounts is the same array on every rank (MPI requires it), so equal
   // counts are decided alike everywhere.
   bool equal = true;
