@@ -5,11 +5,14 @@
 # of it, from rank 0), and (3) with COLLC_PMPI_STATS=1 the preloaded run's
 # statistics show collc handled calls of each collective named by --expect.
 #   compare.sh --mpiexec M --np N --lib L [--expect allreduce,bcast,...]
-#              [--env VAR=VALUE]... -- program args...
+#              [--calls MPI_Name=N]... [--env VAR=VALUE]... -- program args...
+# --calls: rank 0's statistics must count exactly N calls of MPI_Name (by
+# collc and by MPI together): a call caught twice (a Fortran binding that
+# calls the C name under a Fortran wrapper) or not at all shows here.
 # The preloaded run forces collc onto every call it can take
 # (COLLC_PMPI_FROM_CALL=1, COLLC_PMPI_SIZES=all) unless --env says otherwise.
 set -euo pipefail
-mpiexec="" np="" lib="" expect="" envs=()
+mpiexec="" np="" lib="" expect="" envs=() calls=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     --mpiexec) mpiexec=$2; shift 2 ;;
@@ -17,6 +20,7 @@ while [[ $# -gt 0 ]]; do
     --lib) lib=$2; shift 2 ;;
     --expect) expect=$2; shift 2 ;;
     --env) envs+=("$2"); shift 2 ;;
+    --calls) calls+=("$2"); shift 2 ;;
     --) shift; break ;;
     *) echo "compare.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -59,5 +63,12 @@ for c in "${want[@]}"; do
   if ! grep -Eq "^collc pmpi: $name: [1-9][0-9,]* calls by collc" "$work/pre.err"; then
     echo "compare.sh: the statistics do not show $name calls handled by collc"; exit 1
   fi
+done
+for c in "${calls[@]}"; do
+  name=${c%%=*} want=${c#*=}
+  line=$(grep -E "^collc pmpi: $name: " "$work/pre.err" || true)
+  got=$(echo "$line" | sed -E 's/^collc pmpi: [A-Za-z_]+: ([0-9,]+) calls by collc .*, ([0-9,]+) to MPI .*/\1 \2/' | tr -d , |
+        awk '{print $1 + $2}')
+  [[ "$got" == "$want" ]] || { echo "compare.sh: $name counted ${got:-no} calls, expected $want (caught twice, or missed?)"; exit 1; }
 done
 echo "compare.sh: $lines lines of results identical with and without the preload (np $np)"
