@@ -16,6 +16,7 @@
 #include <climits>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 #include <memory>
 
 namespace collc::pmpi {
@@ -150,10 +151,21 @@ inline collective to_collective(coll c) {
   return collective::allreduce;
 }
 
+/// The options of every plan the library builds: no time limit on waits
+/// unless COLLC_TIMEOUT says otherwise. An MPI collective waits as long as a
+/// peer takes to arrive (a rank may compute for minutes first); a plan's
+/// default limit of 60 s would turn a slow but correct program into an error.
+inline plan_options interposed_options() {
+  plan_options o;
+  if (!mpi::env_value("COLLC_TIMEOUT")) o.timeout_s = std::numeric_limits<double>::infinity();
+  return o;
+}
+
 /// The plan (collective over comm; collc::error on failure).
 template <class T, class Op>
 std::unique_ptr<typed_plan> build(coll c, MPI_Comm comm, std::size_t count, int root, Op op = {}) {
-  return std::make_unique<typed<T, Op>>(mpi::make_plan<T, Op>(to_collective(c), comm, count, root, op), c);
+  return std::make_unique<typed<T, Op>>(
+      mpi::make_plan<T, Op>(to_collective(c), comm, count, root, op, interposed_options()), c);
 }
 
 /// The arguments every maker passes on.
