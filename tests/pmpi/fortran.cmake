@@ -38,7 +38,7 @@ foreach(style IN ITEMS mpif usempi usempif08)
     VERBATIM)
   list(APPEND _collc_fortran_programs ${dir}/f_${style})
 
-  collc_add_pmpi_test(pmpi_fortran_${style} RANKS 1 2 4 8 EXPECT ${COLLC_PMPI_ALL}
+  collc_add_pmpi_test(pmpi_fortran_${style} RANKS 1 2 4 EXPECT ${COLLC_PMPI_ALL}
     COMMAND ${dir}/f_${style})
   collc_add_pmpi_test(pmpi_fortran_${style} RANKS 3 EXPECT ${COLLC_PMPI_ALL}
     CHECK --calls MPI_Allreduce=108 --calls MPI_Reduce=48 COMMAND ${dir}/f_${style})
