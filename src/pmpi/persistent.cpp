@@ -329,32 +329,14 @@ COLLC_PMPI_EXPORT int MPI_Reduce_scatter_block_init(const void* sendbuf, void* r
 }
 
 #if defined(OPEN_MPI) && defined(OMPI_HAVE_MPI_EXT_PCOLLREQ)
-COLLC_PMPI_EXPORT int MPIX_Allreduce_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype,
-                                          MPI_Op op, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
-  return allreduce_init(sendbuf, recvbuf, count, datatype, op, comm, info, request);
-}
-
-COLLC_PMPI_EXPORT int MPIX_Bcast_init(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
-                                      MPI_Info info, MPI_Request* request) {
-  return bcast_init(buffer, count, datatype, root, comm, info, request);
-}
-
-COLLC_PMPI_EXPORT int MPIX_Reduce_init(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                                       int root, MPI_Comm comm, MPI_Info info, MPI_Request* request) {
-  return reduce_init(sendbuf, recvbuf, count, datatype, op, root, comm, info, request);
-}
-
-COLLC_PMPI_EXPORT int MPIX_Allgather_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                                          int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Info info,
-                                          MPI_Request* request) {
-  return allgather_init(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info, request);
-}
-
-COLLC_PMPI_EXPORT int MPIX_Reduce_scatter_block_init(const void* sendbuf, void* recvbuf, int recvcount,
-                                                     MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Info info,
-                                                     MPI_Request* request) {
-  return reduce_scatter_block_init(sendbuf, recvbuf, recvcount, datatype, op, comm, info, request);
-}
+// Open MPI's spelling: the same functions under a second name.
+#define COLLC_PMPI_MPIX_NAME(name) \
+  COLLC_PMPI_EXPORT decltype(MPI_##name) MPIX_##name __attribute__((alias("MPI_" #name)));
+COLLC_PMPI_MPIX_NAME(Allreduce_init)
+COLLC_PMPI_MPIX_NAME(Bcast_init)
+COLLC_PMPI_MPIX_NAME(Reduce_init)
+COLLC_PMPI_MPIX_NAME(Allgather_init)
+COLLC_PMPI_MPIX_NAME(Reduce_scatter_block_init)
 #endif
 
 // --- starting ---------------------------------------------------------------------------
