@@ -149,8 +149,10 @@ int main(int argc, char** argv) {
   for (int k = 0; k < 5; ++k) ok |= strcmp(coll, known[k]) == 0;
   if (!ok || min < 8 || max < min || reps < 1 || reps > 64) {
     if (rank == 0)
-      fprintf(stderr, "pmpi_bench: --coll '%s' must be one of allreduce, reduce_scatter_block, allgather, bcast, reduce; "
-                      "8 <= --min (%ld) <= --max (%ld); 1 <= --reps (%d) <= 64\n", coll, min, max, reps);
+      fprintf(stderr,
+              "pmpi_bench: --coll '%s' must be one of allreduce, reduce_scatter_block, allgather, bcast, reduce; "
+              "8 <= --min (%ld) <= --max (%ld); 1 <= --reps (%d) <= 64\n",
+              coll, min, max, reps);
     MPI_Abort(MPI_COMM_WORLD, 2);
   }
   if (do_setup)

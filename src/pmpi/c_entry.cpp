@@ -23,8 +23,8 @@ COLLC_PMPI_EXPORT int MPI_Allreduce(const void* sendbuf, void* recvbuf, int coun
   return pmpi::allreduce(sendbuf, recvbuf, count, datatype, op, comm);
 }
 
-COLLC_PMPI_EXPORT int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
-                                               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+COLLC_PMPI_EXPORT int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype,
+                                               MPI_Op op, MPI_Comm comm) {
   return pmpi::reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
 }
 
@@ -49,7 +49,8 @@ COLLC_PMPI_EXPORT int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, 
 
 COLLC_PMPI_EXPORT int MPI_Op_create(MPI_User_function* user_fn, int commute, MPI_Op* op) {
   const int err = PMPI_Op_create(user_fn, commute, op);
-  if (err == MPI_SUCCESS) pmpi::op_created(*op, reinterpret_cast<void (*)()>(user_fn), commute != 0, pmpi::op_language::c);
+  if (err == MPI_SUCCESS)
+    pmpi::op_created(*op, reinterpret_cast<void (*)()>(user_fn), commute != 0, pmpi::op_language::c);
   return err;
 }
 

@@ -55,15 +55,15 @@ namespace {
 constexpr int n_colls = static_cast<int>(coll::count_);
 
 /// The knob names COLLC_PMPI_COLLECTIVES accepts, in coll order.
-constexpr const char* knob_names[n_colls] = {"allreduce", "reduce_scatter_block", "reduce_scatter",
-                                             "allgather", "bcast",                "reduce"};
+constexpr const char* knob_names[n_colls] = {
+    "allreduce", "reduce_scatter_block", "reduce_scatter", "allgather", "bcast", "reduce"};
 
 // --- knobs (read once, agreed by all ranks at MPI_Init) -------------------------
 
 /// The environment, read once. Every value is a plain number so the ranks can
 /// compare them with one MIN/MAX reduction (settings_agree).
 struct settings {
-  bool enabled = true;                  // COLLC_PMPI
+  bool enabled = true;                         // COLLC_PMPI
   unsigned collectives = (1u << n_colls) - 1;  // COLLC_PMPI_COLLECTIVES (bit per coll)
   // COLLC_PMPI_FROM_CALL: a signature's first call on collc. A plan costs
   // 23 us (new signature) to 130-180 us (first on a new communicator) at
@@ -73,10 +73,10 @@ struct settings {
   // one-off signature on MPI and costs a repeated one at most a few times
   // the plan's setup (the ski-rental argument).
   std::uint64_t from_call = 64;
-  std::uint64_t cache_entries = 64;     // COLLC_PMPI_CACHE: plans kept per communicator
-  std::uint64_t cache_mib = 256;        // COLLC_PMPI_CACHE_MB: message bytes of those plans
-  bool all_sizes = false;               // COLLC_PMPI_SIZES=all: ignore the measured table
-  bool stats = false;                   // COLLC_PMPI_STATS
+  std::uint64_t cache_entries = 64;  // COLLC_PMPI_CACHE: plans kept per communicator
+  std::uint64_t cache_mib = 256;     // COLLC_PMPI_CACHE_MB: message bytes of those plans
+  bool all_sizes = false;            // COLLC_PMPI_SIZES=all: ignore the measured table
+  bool stats = false;                // COLLC_PMPI_STATS
 };
 
 /// The settings, or the reason a variable was refused.
@@ -99,9 +99,11 @@ settings_read read_settings() {
     if (auto v = mpi::env_value("COLLC_PMPI_CACHE")) {
       s.cache_entries = mpi::parse_env_integer("COLLC_PMPI_CACHE", *v, 1u << 20);
       if (s.cache_entries == 0)
-        throw error(errc::invalid_argument, "COLLC_PMPI_CACHE='0': at least one plan per communicator (or COLLC_PMPI=0)");
+        throw error(errc::invalid_argument,
+                    "COLLC_PMPI_CACHE='0': at least one plan per communicator (or COLLC_PMPI=0)");
     }
-    if (auto v = mpi::env_value("COLLC_PMPI_CACHE_MB")) s.cache_mib = mpi::parse_env_integer("COLLC_PMPI_CACHE_MB", *v, 1u << 30);
+    if (auto v = mpi::env_value("COLLC_PMPI_CACHE_MB"))
+      s.cache_mib = mpi::parse_env_integer("COLLC_PMPI_CACHE_MB", *v, 1u << 30);
     if (auto v = mpi::env_value("COLLC_PMPI_SIZES")) {
       const std::string w = mpi::lower_ascii(*v);
       if (w == "all")
@@ -156,17 +158,17 @@ const settings& config() { return knobs().s; }
 
 /// Why a call went to the MPI library (the statistics' reasons).
 enum class why : int {
-  off,              // COLLC_PMPI=0 or COLLC_PMPI_COLLECTIVES
-  intercomm,        // an intercommunicator
-  derived_type,     // not a predefined datatype (or not contiguous)
-  type_op,          // a predefined type collc does not reduce with this op
-  op,               // an operator collc does not know (MPI_REPLACE, a user op created before collc saw it)
-  bottom,           // MPI_BOTTOM or a null buffer
-  unequal_counts,   // MPI_Reduce_scatter with different counts
-  empty,            // count 0
-  first_calls,      // before the signature's COLLC_PMPI_FROM_CALL-th call
-  mpi_faster,       // the measured table hands this size to MPI
-  refused,          // collc refused the plan at setup (then always MPI for it)
+  off,             // COLLC_PMPI=0 or COLLC_PMPI_COLLECTIVES
+  intercomm,       // an intercommunicator
+  derived_type,    // not a predefined datatype (or not contiguous)
+  type_op,         // a predefined type collc does not reduce with this op
+  op,              // an operator collc does not know (MPI_REPLACE, a user op created before collc saw it)
+  bottom,          // MPI_BOTTOM or a null buffer
+  unequal_counts,  // MPI_Reduce_scatter with different counts
+  empty,           // count 0
+  first_calls,     // before the signature's COLLC_PMPI_FROM_CALL-th call
+  mpi_faster,      // the measured table hands this size to MPI
+  refused,         // collc refused the plan at setup (then always MPI for it)
   count_
 };
 constexpr int n_whys = static_cast<int>(why::count_);
@@ -208,8 +210,8 @@ struct type_info {
   elem for_min_max = elem::none;  // differs from for_ops for signed integers
   elem blob = elem::none;         // a user operator's view of it
   type_class cls = type_class::other;
-  std::size_t extent = 0;         // bytes per element
-  bool dense = false;             // size == extent: bcast/allgather may move it as bytes
+  std::size_t extent = 0;  // bytes per element
+  bool dense = false;      // size == extent: bcast/allgather may move it as bytes
 };
 
 elem blob_of(std::size_t extent) {
@@ -368,7 +370,8 @@ class type_table {
   void add_pair(MPI_Datatype t, elem e, std::size_t want_extent) {
     const auto m = measure(t);
     if (!m || m->second != want_extent) return;
-    types_[handle_id(t)] = type_info{e, elem::none, blob_of(want_extent), type_class::pair, want_extent, m->first == m->second};
+    types_[handle_id(t)] =
+        type_info{e, elem::none, blob_of(want_extent), type_class::pair, want_extent, m->first == m->second};
   }
 };
 
@@ -425,13 +428,11 @@ elem element_for(const type_info& t, opk o) {
     case opk::band:
     case opk::bor:
     case opk::bxor:
-      return t.cls == type_class::c_integer || t.cls == type_class::f_integer || t.cls == type_class::byte
-                 ? t.for_ops
-                 : elem::none;
+      return t.cls == type_class::c_integer || t.cls == type_class::f_integer || t.cls == type_class::byte ? t.for_ops
+                                                                                                           : elem::none;
     case opk::land:
     case opk::lor:
-    case opk::lxor:
-      return t.cls == type_class::c_integer || t.cls == type_class::logical ? t.for_ops : elem::none;
+    case opk::lxor: return t.cls == type_class::c_integer || t.cls == type_class::logical ? t.for_ops : elem::none;
     case opk::minloc:
     case opk::maxloc: return t.cls == type_class::pair ? t.for_ops : elem::none;
     case opk::user: return t.blob;
@@ -550,8 +551,8 @@ struct classified {
 
 struct thread_memory {
   std::tuple<MPI_Comm, comm_state*, std::uint64_t> last_state{MPI_COMM_NULL, nullptr, 0};
-  std::tuple<MPI_Datatype, MPI_Op, std::uint64_t, classified> last_class{MPI_DATATYPE_NULL, MPI_OP_NULL,
-                                                                                ~std::uint64_t{0}, {}};
+  std::tuple<MPI_Datatype, MPI_Op, std::uint64_t, classified> last_class{
+      MPI_DATATYPE_NULL, MPI_OP_NULL, ~std::uint64_t{0}, {}};
 };
 thread_memory& tls() {
   static thread_local thread_memory m __attribute__((tls_model("initial-exec")));
@@ -706,7 +707,6 @@ verdict refuse(why w) { return {false, w}; }
 /// Bumped by op_created / op_freed: a handle may name another operator later.
 std::atomic<std::uint64_t> g_ops_changed{0};
 
-
 classified classify_uncached(MPI_Datatype type, MPI_Op op) {
   classified r;
   const type_info* t = find_type(type);
@@ -777,8 +777,7 @@ verdict run_on_collc(comm_state& st, const call& c, const signature& sig, int* e
     if (hit == nullptr) {
       // Bound the cache first (the same evictions on every rank: the same calls, the same bytes).
       const std::uint64_t cost = c.bytes;
-      while (!st.lru.empty() &&
-             (st.plans.size() >= s.cache_entries || st.plan_bytes + cost > (s.cache_mib << 20)))
+      while (!st.lru.empty() && (st.plans.size() >= s.cache_entries || st.plan_bytes + cost > (s.cache_mib << 20)))
         st.drop(st.lru.back());  // by value: drop erases the list node
       std::unique_ptr<typed_plan> p;
       try {
@@ -840,8 +839,14 @@ int dispatch(const call& c, std::optional<why> unfit, ToMpi&& to_mpi) {
       local_copy(c);
       v.collc = local = true;
     } else {
-      const signature sig{c.c, c.e, c.o, c.count, c.o == opk::user ? reinterpret_cast<std::uintptr_t>(c.user.fn) : 0,
-                          c.root, c.o != opk::user || c.user.commute, c.user.lang};
+      const signature sig{c.c,
+                          c.e,
+                          c.o,
+                          c.count,
+                          c.o == opk::user ? reinterpret_cast<std::uintptr_t>(c.user.fn) : 0,
+                          c.root,
+                          c.o != opk::user || c.user.commute,
+                          c.user.lang};
       v = run_on_collc(st, c, sig, &err);
     }
   }
@@ -885,15 +890,16 @@ void print_stats() {
     const std::uint64_t by_collc = st.by_collc.load(), by_mpi = st.by_mpi.load();
     if (by_collc + by_mpi == 0) continue;
     char line[256];
-    std::snprintf(line, sizeof line, "collc pmpi: %s: %s calls by collc (%.6f s, %s plans built, %s local copies), %s to MPI (%.6f s)\n",
+    std::snprintf(line, sizeof line,
+                  "collc pmpi: %s: %s calls by collc (%.6f s, %s plans built, %s local copies), %s to MPI (%.6f s)\n",
                   mpi_name(static_cast<coll>(i)), grouped(by_collc).c_str(), st.collc_ns.load() * 1e-9,
                   grouped(st.plans_built.load()).c_str(), grouped(st.local_copies.load()).c_str(),
                   grouped(by_mpi).c_str(), st.mpi_ns.load() * 1e-9);
     out += line;
     for (int w = 0; w < n_whys; ++w)
       if (const std::uint64_t k = st.reasons[w].load(); k > 0)
-        out += "collc pmpi:   " + std::string(mpi_name(static_cast<coll>(i))) + ": " + grouped(k) + " to MPI: " +
-               describe(static_cast<why>(w)) + "\n";
+        out += "collc pmpi:   " + std::string(mpi_name(static_cast<coll>(i))) + ": " + grouped(k) +
+               " to MPI: " + describe(static_cast<why>(w)) + "\n";
   }
   std::fputs(out.c_str(), stderr);
   std::fflush(stderr);
@@ -996,14 +1002,13 @@ int reduce_scatter_block(const void* send, void* recv, int count, MPI_Datatype t
   return dispatch(p.c, p.unfit, [&] { return PMPI_Reduce_scatter_block(send, recv, count, type, op, comm); });
 }
 
-int reduce_scatter(const void* send, void* recv, const int recvcounts[], MPI_Datatype type, MPI_Op op,
-                   MPI_Comm comm) {
+int reduce_scatter(const void* send, void* recv, const int recvcounts[], MPI_Datatype type, MPI_Op op, MPI_Comm comm) {
   const prepared p = prepare_reduce_scatter(send, recv, recvcounts, type, op, comm);
   return dispatch(p.c, p.unfit, [&] { return PMPI_Reduce_scatter(send, recv, recvcounts, type, op, comm); });
 }
 
-int allgather(const void* send, int sendcount, MPI_Datatype sendtype, void* recv, int recvcount,
-              MPI_Datatype recvtype, MPI_Comm comm) {
+int allgather(const void* send, int sendcount, MPI_Datatype sendtype, void* recv, int recvcount, MPI_Datatype recvtype,
+              MPI_Comm comm) {
   const prepared p = prepare_allgather(send, sendcount, sendtype, recv, recvcount, recvtype, comm);
   return dispatch(p.c, p.unfit,
                   [&] { return PMPI_Allgather(send, sendcount, sendtype, recv, recvcount, recvtype, comm); });
@@ -1082,8 +1087,8 @@ class plan_call final : public persistent_call {
 
 }  // namespace
 
-std::unique_ptr<persistent_call> make_persistent(coll c, const void* send, void* recv, int count,
-                                                 MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm) {
+std::unique_ptr<persistent_call> make_persistent(coll c, const void* send, void* recv, int count, MPI_Datatype type,
+                                                 MPI_Op op, int root, MPI_Comm comm) {
   prepared p;
   switch (c) {
     case coll::allreduce:
@@ -1142,14 +1147,20 @@ void op_freed(MPI_Op op) {
 int settings_agree() {
   const settings_read& k = knobs();
   const settings& s = k.s;
-  long long mine[8] = {s.enabled, static_cast<long long>(s.collectives), static_cast<long long>(s.from_call),
-                       static_cast<long long>(s.cache_entries), static_cast<long long>(s.cache_mib), s.all_sizes,
-                       k.refused.empty() ? 0 : 1, 0};
+  long long mine[8] = {s.enabled,
+                       static_cast<long long>(s.collectives),
+                       static_cast<long long>(s.from_call),
+                       static_cast<long long>(s.cache_entries),
+                       static_cast<long long>(s.cache_mib),
+                       s.all_sizes,
+                       k.refused.empty() ? 0 : 1,
+                       0};
   long long lo[8], hi[8];
   PMPI_Allreduce(mine, lo, 8, MPI_LONG_LONG, MPI_MIN, MPI_COMM_WORLD);
   PMPI_Allreduce(mine, hi, 8, MPI_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
-  static const char* names[8] = {"COLLC_PMPI", "COLLC_PMPI_COLLECTIVES", "COLLC_PMPI_FROM_CALL", "COLLC_PMPI_CACHE",
-                                 "COLLC_PMPI_CACHE_MB", "COLLC_PMPI_SIZES", "(a refused variable)", ""};
+  static const char* names[8] = {
+      "COLLC_PMPI",          "COLLC_PMPI_COLLECTIVES", "COLLC_PMPI_FROM_CALL", "COLLC_PMPI_CACHE",
+      "COLLC_PMPI_CACHE_MB", "COLLC_PMPI_SIZES",       "(a refused variable)", ""};
   int rank = 0;
   PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (!k.refused.empty()) {

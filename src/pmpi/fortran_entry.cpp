@@ -38,8 +38,7 @@ extern "C" void pmpi_op_free_(MPI_Fint* op, MPI_Fint* ierror) __attribute__((wea
 // Open MPI's own Fortran MPI_Init / MPI_Init_thread (they set up the Fortran
 // side before PMPI_Init), weak for the same reason.
 extern "C" void pmpi_init_(MPI_Fint* ierror) __attribute__((weak));
-extern "C" void pmpi_init_thread_(const MPI_Fint* required, MPI_Fint* provided, MPI_Fint* ierror)
-    __attribute__((weak));
+extern "C" void pmpi_init_thread_(const MPI_Fint* required, MPI_Fint* provided, MPI_Fint* ierror) __attribute__((weak));
 
 namespace {
 

@@ -32,10 +32,9 @@ const char* mpi_name(coll c) noexcept;
 
 int allreduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);
 int reduce_scatter_block(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, MPI_Comm comm);
-int reduce_scatter(const void* send, void* recv, const int recvcounts[], MPI_Datatype type, MPI_Op op,
-                   MPI_Comm comm);
-int allgather(const void* send, int sendcount, MPI_Datatype sendtype, void* recv, int recvcount,
-              MPI_Datatype recvtype, MPI_Comm comm);
+int reduce_scatter(const void* send, void* recv, const int recvcounts[], MPI_Datatype type, MPI_Op op, MPI_Comm comm);
+int allgather(const void* send, int sendcount, MPI_Datatype sendtype, void* recv, int recvcount, MPI_Datatype recvtype,
+              MPI_Comm comm);
 int bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm);
 int reduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm);
 
@@ -73,7 +72,7 @@ class persistent_call {
 /// A persistent collective on a collc plan, or nullptr when the call goes to
 /// the MPI library (the caller then creates MPI's own persistent request).
 /// Arguments as the blocking form; `root` is ignored where MPI has none.
-std::unique_ptr<persistent_call> make_persistent(coll c, const void* send, void* recv, int count,
-                                                 MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm);
+std::unique_ptr<persistent_call> make_persistent(coll c, const void* send, void* recv, int count, MPI_Datatype type,
+                                                 MPI_Op op, int root, MPI_Comm comm);
 
 }  // namespace collc::pmpi

@@ -20,7 +20,7 @@ struct mpi_faster_row {
   int ranks;              // communicator size (one node)
   std::size_t min_bytes;  // message bytes per rank, inclusive
   std::size_t max_bytes;
-  const char* measured;   // the ratio that put the row here
+  const char* measured;  // the ratio that put the row here
 };
 
 inline constexpr std::size_t any_size = ~std::size_t{0};

@@ -4,7 +4,8 @@
 // MAXLOC, user functions), and the element types of MPI's pair types. The
 // instantiations are spread over plans.cpp, plans_float.cpp and
 // plans_other.cpp so they compile in parallel.
-#include "pmpi_names.hpp"
+#include "pmpi_names.hpp"  // first: collc's MPI calls on their PMPI_* names
+
 #include "plans.hpp"
 
 #include <collc/backend/mpi/plan.hpp>

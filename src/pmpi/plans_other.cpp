@@ -45,8 +45,7 @@ std::unique_ptr<typed_plan> make_other_plan(elem e, opk o, const user_function& 
     case elem::ldouble_int: return loc_ops<loc<long double, int>>(o, r);
     case elem::real_real: return loc_ops<loc<float, float>>(o, r);
     case elem::double_double: return loc_ops<loc<double, double>>(o, r);
-    case elem::bytes:
-      return o == opk::none ? build<unsigned char, plus>(r.c, r.comm, r.count, r.root) : nullptr;
+    case elem::bytes: return o == opk::none ? build<unsigned char, plus>(r.c, r.comm, r.count, r.root) : nullptr;
     default: return nullptr;
   }
 }

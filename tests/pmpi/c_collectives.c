@@ -41,10 +41,21 @@ static void record(const char* name, const void* p, size_t n, size_t stride, siz
   hashes[n_checks++] = h;
 }
 
-typedef struct { double v; int i; } double_int;
-typedef struct { int v; int i; } int_int;
-typedef struct { short v; int i; } short_int;
-typedef struct { int m, c; } affine; /* x -> m x + c (mod 1000003): composition is not commutative */
+typedef struct {
+  double v;
+  int i;
+} double_int;
+typedef struct {
+  int v;
+  int i;
+} int_int;
+typedef struct {
+  short v;
+  int i;
+} short_int;
+typedef struct {
+  int m, c;
+} affine; /* x -> m x + c (mod 1000003): composition is not commutative */
 
 enum { MOD = 1000003 };
 
@@ -182,8 +193,10 @@ static void run_all(MPI_Comm comm, const char* tag, int reps) {
       record(name, b, 4, 8, 8);
       check(MPI_Reduce(a, b, 4, MPI_2INT, op, size - 1, comm), "MPI_Reduce");
       snprintf(name, sizeof name, "%s reduce user op (not commutative) root %d rep %d", tag, size - 1, rep);
-      if (rank == size - 1) record(name, b, 4, 8, 8);
-      else record(name, "", 0, 1, 1);
+      if (rank == size - 1)
+        record(name, b, 4, 8, 8);
+      else
+        record(name, "", 0, 1, 1);
       MPI_Op_free(&op);
       double x[300], y[300];
       for (int k = 0; k < 300; ++k) x[k] = rank * k;
@@ -271,8 +284,10 @@ static void run_all(MPI_Comm comm, const char* tag, int reps) {
       else
         check(MPI_Reduce(x, y, 9, MPI_DOUBLE, MPI_SUM, root, comm), "MPI_Reduce");
       snprintf(name, sizeof name, "%s reduce sum root %d rep %d", tag, root, rep);
-      if (rank == root) record(name, rep % 2 ? x : y, 9, 8, 8);
-      else record(name, y, 9, 8, 8);  /* untouched at non-roots */
+      if (rank == root)
+        record(name, rep % 2 ? x : y, 9, 8, 8);
+      else
+        record(name, y, 9, 8, 8); /* untouched at non-roots */
       int m[2] = {rank, -rank}, r[2] = {0, 0};
       check(MPI_Reduce(m, rank == root ? r : NULL, 2, MPI_INT, MPI_MAX, root, comm), "MPI_Reduce");
       snprintf(name, sizeof name, "%s reduce int max root %d rep %d", tag, root, rep);

@@ -112,7 +112,8 @@ int main(int argc, char** argv) {
   std::vector<int> sizes(static_cast<std::size_t>(size_)), offsets(static_cast<std::size_t>(size_));
   MPI_Gather(&n, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
   int total = 0;
-  for (int r = 0; r < size_; ++r) offsets[static_cast<std::size_t>(r)] = total, total += sizes[static_cast<std::size_t>(r)];
+  for (int r = 0; r < size_; ++r)
+    offsets[static_cast<std::size_t>(r)] = total, total += sizes[static_cast<std::size_t>(r)];
   std::string all(rank_ == 0 ? static_cast<std::size_t>(total) : 0, '\0');
   MPI_Gatherv(text.data(), n, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
   if (rank_ == 0) std::fputs(all.c_str(), stdout);
