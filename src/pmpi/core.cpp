@@ -11,6 +11,7 @@
 #include "plans.hpp"
 
 #include <collc/backend/mpi/options.hpp>
+#include <collc/backend/mpi/registry.hpp>
 #include <collc/error.hpp>
 
 #include <mpi.h>
@@ -515,6 +516,12 @@ struct comm_state {
   // in its loop, and the comparison costs less than the hash lookup.
   signature last_sig;
   cached* last_hit = nullptr;
+  // The communicator's registry (its duplicate, node communicator and shared
+  // windows), kept from the first plan until the communicator is freed: a
+  // plan built after the cache evicted every other one then costs a new
+  // signature's setup, not a new communicator's. Destroyed after the plans
+  // (members go after the destructor's body).
+  std::shared_ptr<mpi::registry> registry;
 
   /// Frees the plan of `sig`, if cached.
   void drop(signature sig) {
@@ -795,6 +802,7 @@ verdict run_on_collc(comm_state& st, const call& c, const signature& sig, int* e
         return refuse(why::refused);
       }
       g_stats[static_cast<int>(c.c)].plans_built.fetch_add(1, std::memory_order_relaxed);
+      if (!st.registry) st.registry = mpi::registry_for(c.comm);  // the plan's own: no MPI call
       st.lru.push_front(sig);
       hit = &st.plans.emplace(sig, comm_state::cached{std::move(p), st.lru.begin(), cost}).first->second;
       st.plan_bytes += cost;
