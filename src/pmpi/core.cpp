@@ -501,6 +501,18 @@ struct comm_state {
   std::uint64_t seq = 0;  // creation order, for freeing in the same order on every rank
   int size = 1;
   int rank = 0;
+  // The measured table's byte ranges for this communicator's size, per
+  // collective (most have none): a call checks these, not the whole table.
+  struct byte_range {
+    std::size_t lo, hi;
+  };
+  std::vector<byte_range> mpi_faster[static_cast<int>(coll::count_)];
+
+  [[nodiscard]] bool mpi_is_faster(coll c, std::size_t bytes) const {
+    for (const byte_range& r : mpi_faster[static_cast<int>(c)])
+      if (bytes >= r.lo && bytes <= r.hi) return true;
+    return false;
+  }
   bool inter = false;
   struct cached {
     std::unique_ptr<typed_plan> plan;
@@ -656,6 +668,8 @@ comm_state& state_of(MPI_Comm comm) {
   if (!s->inter) {
     PMPI_Comm_size(comm, &s->size);
     PMPI_Comm_rank(comm, &s->rank);
+    for (const mpi_faster_row& row : mpi_faster_rows)
+      if (row.ranks == s->size) s->mpi_faster[static_cast<int>(row.c)].push_back({row.min_bytes, row.max_bytes});
   }
   comm_state* raw = s.get();
   {
@@ -671,7 +685,7 @@ comm_state& state_of(MPI_Comm comm) {
 
 // --- the measured table -------------------------------------------------------------
 
-// mpi_is_faster: measured.hpp.
+// The rows of measured.hpp, kept per communicator: comm_state::mpi_is_faster.
 
 // --- errors ---------------------------------------------------------------------------
 
@@ -763,9 +777,7 @@ constexpr std::size_t max_counted_signatures = 1 << 16;
 
 /// Runs `c` on the communicator's plan for `sig` (built at first use), or says
 /// why it goes to MPI. Returns an MPI error code in `*err` when collc ran it.
-verdict run_on_collc(comm_state& st, const call& c, const signature& sig, int* err) {
-  const settings& s = config();
-  if (!s.all_sizes && mpi_is_faster(c.c, st.size, c.bytes)) return refuse(why::mpi_faster);
+verdict run_on_collc(comm_state& st, const settings& s, const call& c, const signature& sig, int* err) {
   comm_state::cached* hit = st.last_hit != nullptr && st.last_sig == sig ? st.last_hit : nullptr;
   if (hit == nullptr) {
     if (auto it = st.plans.find(sig); it != st.plans.end()) {
@@ -846,6 +858,8 @@ int dispatch(const call& c, std::optional<why> unfit, ToMpi&& to_mpi) {
     else if (st.size == 1) {
       local_copy(c);
       v.collc = local = true;
+    } else if (!s.all_sizes && st.mpi_is_faster(c.c, c.bytes)) {
+      v = refuse(why::mpi_faster);
     } else {
       const signature sig{c.c,
                           c.e,
@@ -855,7 +869,7 @@ int dispatch(const call& c, std::optional<why> unfit, ToMpi&& to_mpi) {
                           c.root,
                           c.o != opk::user || c.user.commute,
                           c.user.lang};
-      v = run_on_collc(st, c, sig, &err);
+      v = run_on_collc(st, s, c, sig, &err);
     }
   }
   if (!v.collc) err = to_mpi();
@@ -1113,7 +1127,7 @@ std::unique_ptr<persistent_call> make_persistent(coll c, const void* send, void*
   if (!s.enabled || !(s.collectives >> static_cast<int>(c) & 1u) || p.unfit || p.c.count == 0) return nullptr;
   comm_state& st = state_of(comm);
   if (st.inter) return nullptr;
-  if (!s.all_sizes && mpi_is_faster(c, st.size, p.c.bytes)) return nullptr;
+  if (!s.all_sizes && st.mpi_is_faster(c, p.c.bytes)) return nullptr;
   if (st.size == 1) return std::make_unique<plan_call>(nullptr, p.c);
   std::unique_ptr<typed_plan> plan;
   try {

@@ -8,7 +8,8 @@
 // shm ring"). Sizes between two measured points belong to the row only when
 // both ends lost. The rule reads only values equal on every rank (the
 // collective, the communicator's size, the message bytes), so every rank takes
-// the same path.
+// the same path. Each communicator's state keeps the rows of its size
+// (core.cpp: comm_state::mpi_is_faster).
 #include "interpose.hpp"
 
 #include <cstddef>
@@ -47,12 +48,5 @@ inline constexpr mpi_faster_row mpi_faster_rows[] = {
     {coll::reduce,               8, 0,          8,        "1.26 at 8 B"},
 };
 // clang-format on
-
-/// Whether the table hands this call to the MPI library.
-constexpr bool mpi_is_faster(coll c, int ranks, std::size_t bytes) {
-  for (const auto& row : mpi_faster_rows)
-    if (row.c == c && row.ranks == ranks && bytes >= row.min_bytes && bytes <= row.max_bytes) return true;
-  return false;
-}
 
 }  // namespace collc::pmpi
