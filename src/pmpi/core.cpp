@@ -161,6 +161,7 @@ const settings& config() { return knobs().s; }
 enum class why : int {
   off,             // COLLC_PMPI=0 or COLLC_PMPI_COLLECTIVES
   intercomm,       // an intercommunicator
+  null_comm,       // MPI_COMM_NULL: the MPI library reports the error
   derived_type,    // not a predefined datatype (or not contiguous)
   type_op,         // a predefined type collc does not reduce with this op
   op,              // an operator collc does not know (MPI_REPLACE, a user op created before collc saw it)
@@ -178,6 +179,7 @@ const char* describe(why w) {
   switch (w) {
     case why::off: return "switched off (COLLC_PMPI / COLLC_PMPI_COLLECTIVES)";
     case why::intercomm: return "intercommunicator";
+    case why::null_comm: return "MPI_COMM_NULL (an error MPI reports)";
     case why::derived_type: return "derived or non-contiguous datatype";
     case why::type_op: return "datatype not reduced by collc with this op";
     case why::op: return "operator unknown to collc";
@@ -501,6 +503,7 @@ struct comm_state {
   std::uint64_t seq = 0;  // creation order, for freeing in the same order on every rank
   int size = 1;
   int rank = 0;
+  bool null_comm = false;  // the state of MPI_COMM_NULL (state_of)
   // The measured table's byte ranges for this communicator's size, per
   // collective (most have none): a call checks these, not the whole table.
   struct byte_range {
@@ -650,6 +653,13 @@ int state_keyval() {
 /// collectives in a row on one communicator), which saves the attribute
 /// lookup: a call that goes to the MPI library pays a few nanoseconds here.
 comm_state& state_of(MPI_Comm comm) {
+  // MPI_COMM_NULL has no attributes: a state that sends every call to the
+  // MPI library, which reports the erroneous call through its own handler.
+  if (comm == MPI_COMM_NULL) {
+    static comm_state null_state;
+    null_state.null_comm = true;
+    return null_state;
+  }
   auto& [last_comm, last_state, last_freed] = tls().last_state;
   const std::uint64_t freed = g_states_freed.load(std::memory_order_acquire);
   if (last_state != nullptr && last_comm == comm && last_freed == freed) return *last_state;
@@ -849,7 +859,9 @@ int dispatch(const call& c, std::optional<why> unfit, ToMpi&& to_mpi) {
   bool local = false;
   if (s.enabled && (s.collectives >> static_cast<int>(c.c) & 1u)) {
     comm_state& st = state_of(c.comm);
-    if (st.inter)
+    if (st.null_comm)
+      v = refuse(why::null_comm);
+    else if (st.inter)
       v = refuse(why::intercomm);
     else if (unfit)
       v = refuse(*unfit);
@@ -1126,7 +1138,7 @@ std::unique_ptr<persistent_call> make_persistent(coll c, const void* send, void*
   // but the same switches, fallbacks and table as the blocking call.
   if (!s.enabled || !(s.collectives >> static_cast<int>(c) & 1u) || p.unfit || p.c.count == 0) return nullptr;
   comm_state& st = state_of(comm);
-  if (st.inter) return nullptr;
+  if (st.inter || st.null_comm) return nullptr;
   if (!s.all_sizes && st.mpi_is_faster(c, p.c.bytes)) return nullptr;
   if (st.size == 1) return std::make_unique<plan_call>(nullptr, p.c);
   std::unique_ptr<typed_plan> plan;
