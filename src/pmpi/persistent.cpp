@@ -413,6 +413,32 @@ COLLC_PMPI_EXPORT int MPI_Request_get_status(MPI_Request request, int* flag, MPI
 // library's progress (or the other way round): each round polls collc's
 // requests and tests the others, until the call's condition holds.
 
+namespace {
+
+/// The end of MPI_Waitall / MPI_Testall once every request is complete: the
+/// program's own requests (done by the MPI library, `rest`) and their
+/// statuses go back into the arrays, collc's are finished (an inactive one
+/// gets the empty status of its inactive stand-in). One failure among
+/// several: MPI_ERR_IN_STATUS when the statuses say which.
+int complete_all(int count, MPI_Request requests[], MPI_Status statuses[], const std::vector<entry*>& ours,
+                 others& rest, int rest_err) {
+  rest.copy_back(requests);
+  for (int j = 0; j < rest.size() && rest.want_status; ++j) statuses[rest.pos[j]] = rest.statuses[j];
+  int result = rest_err;
+  for (int i = 0; i < count; ++i) {
+    entry* e = ours[static_cast<std::size_t>(i)];
+    if (e == nullptr) continue;
+    MPI_Status* st = status_at(statuses, i);
+    const int err = e->started ? finish(*e, &requests[i], st) : PMPI_Wait(&requests[i], st);
+    if (st != MPI_STATUS_IGNORE) st->MPI_ERROR = err;
+    if (err != MPI_SUCCESS && result == MPI_SUCCESS) result = err;
+  }
+  if (result != MPI_SUCCESS && statuses != MPI_STATUSES_IGNORE) return MPI_ERR_IN_STATUS;
+  return result;
+}
+
+}  // namespace
+
 COLLC_PMPI_EXPORT int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[]) {
   if (none_live()) return PMPI_Waitall(count, array_of_requests, array_of_statuses);
   std::vector<entry*> ours;
@@ -441,21 +467,7 @@ COLLC_PMPI_EXPORT int MPI_Waitall(int count, MPI_Request array_of_requests[], MP
       idle(any_comm);
     }
   }
-  rest.copy_back(array_of_requests);
-  int result = rest_err;
-  for (int j = 0; j < rest.size() && rest.want_status; ++j) array_of_statuses[rest.pos[j]] = rest.statuses[j];
-  for (int i = 0; i < count; ++i) {
-    entry* e = ours[static_cast<std::size_t>(i)];
-    if (e == nullptr) continue;
-    MPI_Status* st = status_at(array_of_statuses, i);
-    // An inactive one gets the empty status from the library's inactive stand-in.
-    const int err = e->started ? finish(*e, &array_of_requests[i], st) : PMPI_Wait(&array_of_requests[i], st);
-    if (st != MPI_STATUS_IGNORE) st->MPI_ERROR = err;
-    if (err != MPI_SUCCESS && result == MPI_SUCCESS) result = err;
-  }
-  // One failure among several: MPI_ERR_IN_STATUS when the statuses say which.
-  if (result != MPI_SUCCESS && array_of_statuses != MPI_STATUSES_IGNORE) return MPI_ERR_IN_STATUS;
-  return result;
+  return complete_all(count, array_of_requests, array_of_statuses, ours, rest, rest_err);
 }
 
 COLLC_PMPI_EXPORT int MPI_Testall(int count, MPI_Request array_of_requests[], int* flag,
@@ -489,19 +501,7 @@ COLLC_PMPI_EXPORT int MPI_Testall(int count, MPI_Request array_of_requests[], in
     return MPI_SUCCESS;
   }
   *flag = 1;
-  rest.copy_back(array_of_requests);
-  for (int j = 0; j < rest.size() && rest.want_status; ++j) array_of_statuses[rest.pos[j]] = rest.statuses[j];
-  int result = rest_err;
-  for (int i = 0; i < count; ++i) {
-    entry* e = ours[static_cast<std::size_t>(i)];
-    if (e == nullptr) continue;
-    MPI_Status* st = status_at(array_of_statuses, i);
-    const int err = e->started ? finish(*e, &array_of_requests[i], st) : PMPI_Wait(&array_of_requests[i], st);
-    if (st != MPI_STATUS_IGNORE) st->MPI_ERROR = err;
-    if (err != MPI_SUCCESS && result == MPI_SUCCESS) result = err;
-  }
-  if (result != MPI_SUCCESS && array_of_statuses != MPI_STATUSES_IGNORE) return MPI_ERR_IN_STATUS;
-  return result;
+  return complete_all(count, array_of_requests, array_of_statuses, ours, rest, rest_err);
 }
 
 namespace {
