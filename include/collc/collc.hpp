@@ -38,6 +38,7 @@
 #endif
 #include <collc/backend/mpi/plan.hpp>
 #include <collc/backend/mpi/blocking.hpp>
+#include <collc/backend/mpi/calibrate.hpp>
 #include <collc/backend/mpi/reproducible.hpp>
 #include <collc/backend/mpi/tune.hpp>
 #endif

@@ -210,7 +210,9 @@ COLLC_INLINE calibration calibrate_report(MPI_Comm comm, const calibration_optio
       check(MPI_Allreduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, node), "MPI_Allreduce");
       t.push_back(slowest);
     }
-    if (node_rank == 0) v[shm] = static_cast<double>(node_size) * static_cast<double>(opt.copy_bytes) / median(t);
+    // Qualified: collc::mpi::median (tune.hpp) is also visible here.
+    if (node_rank == 0)
+      v[shm] = static_cast<double>(node_size) * static_cast<double>(opt.copy_bytes) / calibrate_detail::median(t);
   }
   quiet_barrier(comm);
   if (on_zero_node && node_size >= 2) {  // flag handoff between its first two ranks
