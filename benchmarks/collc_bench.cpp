@@ -23,6 +23,8 @@
 // plan, plan::describe: placement, layout, chunking, transfers), rank 0's or
 // with --describe=all every rank's, and nothing is timed.
 #include <collc/algo/presets.hpp>
+#include <collc/backend/mpi/calibrate.hpp>
+#include <collc/ir/cost.hpp>
 #include <collc/ir/text.hpp>
 #include <collc/plan.hpp>
 
@@ -100,6 +102,7 @@ struct bench_options {
   std::string csv;
   bool corrupt = false;       // test hook: damage collc's result before the check
   bool show = false;          // print the lowered programs (diagnosis)
+  bool calibrate = false;     // calibrate the cost model first; report its error per size
   bool describe = false;      // print rank 0's bound plans instead of timing (diagnosis)
   bool describe_all = false;  // --describe=all: every rank's, in rank order
   int only = -1;              // time only this side (0 collc, 1 MPI, 2 MPI persistent; diagnosis, e.g. under perf)
@@ -130,7 +133,11 @@ constexpr const char* usage_text =
     "  --describe[=all]   print rank 0's bound plan (plan::describe: placement, layout, chunking,\n"
     "                     transfers) of each collective and size, with =all every rank's in rank\n"
     "                     order, and exit without timing\n"
-    "  --only SIDE        time only collc, mpi or mpip (for profiling one side; no ratios)\n";
+    "  --only SIDE        time only collc, mpi or mpip (for profiling one side; no ratios)\n"
+    "  --calibrate        measure the cost model first (collc::mpi::calibrate_report, nodes as\n"
+    "                     plans see them: COLLC_RANKS_PER_NODE), print it as COLLC_MACHINE_MODEL,\n"
+    "                     and after each collective the model's prediction of every size's plan\n"
+    "                     (ir::predict of its programs, every execution) against the measurement\n";
 
 struct usage_error {
   std::string message;
@@ -275,6 +282,8 @@ bench_options parse_args(int argc, char** argv) {
       if (o.only == -2) throw usage_error{"--only expects collc, mpi or mpip, got '" + std::string(v) + "'"};
     } else if (a == "--show-programs") {
       o.show = true;
+    } else if (a == "--calibrate") {
+      o.calibrate = true;
     } else if (a == "--describe") {
       // The value is optional, so it is only read after '=': "--describe all"
       // would be the option and then an unknown argument.
@@ -561,6 +570,7 @@ struct row {
   summary collc_t, mpi_t, mpip_t;  // seconds per call
   double ratio = NAN, ratio_p = NAN, ratio_best = NAN;
   double setup_s = NAN;
+  double predicted_s = NAN;  // --calibrate: the model's time of the plan's programs
   std::size_t shm = 0, scratch = 0, stage = 0;
   double load = NAN;
 };
@@ -603,7 +613,20 @@ struct context {
   schedule_choice sched;
   std::size_t llc = 0;
   bool persistent = false;
+  std::optional<collc::ir::machine_model> model;  // --calibrate
 };
+
+/// The model's seconds for one call of `p`: every execution's program.
+template <class T, class Op>
+double predicted_call(const collc::plan<T, Op>& p, const collc::ir::machine_model& m) {
+  const auto& progs = p.programs();
+  if (progs.empty()) return 0;
+  const std::size_t execs = p.executions_per_call();
+  const double chunk = collc::ir::predict(progs.front(), m, sizeof(T));
+  // [0] every full chunk, [1] the tail when there is one (engine.hpp).
+  if (progs.size() == 1) return static_cast<double>(execs) * chunk;
+  return static_cast<double>(execs - 1) * chunk + collc::ir::predict(progs.back(), m, sizeof(T));
+}
 
 /// Message of the first difference on this rank, or "".
 template <class T>
@@ -644,6 +667,7 @@ row run_size(const context& cx, collective c, std::size_t bytes) {
   double setup = MPI_Wtime() - t0;
   MPI_Reduce(&setup, &out.setup_s, 1, MPI_DOUBLE, MPI_MAX, 0, cx.comm);
   out.schedule = plan->schedule_name();
+  if (cx.model) out.predicted_s = predicted_call(*plan, *cx.model);
   out.shm = plan->shm_bytes_per_rank();
   out.scratch = plan->scratch_bytes_per_rank();
   out.stage = plan->stage_bytes_per_rank();
@@ -1024,6 +1048,18 @@ int describe_plans(const context& cx) {
   return failures == 0 ? 0 : 1;
 }
 
+/// --calibrate: the model's prediction of each size against collc's median.
+void print_model_error(collective c, const std::vector<row>& rows) {
+  std::printf("\n# model error, %s (predicted: ir::predict of the plan's programs with the calibrated model)\n",
+              std::string(collc::to_string(c)).c_str());
+  std::printf("%10s | %-20s | %10s %10s | %7s\n", "bytes", "schedule", "collc_us", "model_us", "model/m");
+  for (const row& r : rows)
+    if (std::isfinite(r.predicted_s) && std::isfinite(r.collc_t.med))
+      std::printf("%10zu | %-20s | %10.2f %10.2f | %7.2f\n", r.lay.bytes, r.schedule.c_str(), r.collc_t.med * 1e6,
+                  r.predicted_s * 1e6, r.predicted_s / r.collc_t.med);
+  std::fflush(stdout);
+}
+
 template <class T, class Op>
 int run_all(context& cx, run_facts& f) {
   if (cx.opt.describe) return describe_plans<T, Op>(cx);
@@ -1052,6 +1088,7 @@ int run_all(context& cx, run_facts& f) {
   for (collective c : cx.opt.colls) {
     const bool with_p = cx.persistent;
     if (cx.me == 0) print_header(f, c, with_p);
+    std::vector<row> rows;
     for (std::size_t bytes : cx.opt.sizes) {
       row r = (c == collective::allgather || c == collective::bcast) ? run_size<T, collc::plus>(cx, c, bytes)
                                                                      : run_size<T, Op>(cx, c, bytes);
@@ -1065,7 +1102,9 @@ int run_all(context& cx, run_facts& f) {
         print_row(r, cx.P, with_p);
       }
       if (csv) write_csv_row(csv, f, cx.opt, r);
+      rows.push_back(r);
     }
+    if (cx.model && cx.me == 0) print_model_error(c, rows);
   }
   if (csv) std::fclose(csv);
   return failures == 0 ? 0 : 1;
@@ -1114,6 +1153,19 @@ int main(int argc, char** argv) {
   f.op = cx.opt.op;
   f.rotate = cx.opt.rotate;
   if (!cx.opt.describe) f.memcpy_bw = memcpy_bandwidth(cx.comm, cx.llc);  // --describe times nothing
+  if (cx.opt.calibrate) {
+    try {
+      const collc::mpi::calibration cal = collc::mpi::calibrate_report(cx.comm);
+      cx.model = cal.model;
+      if (cx.me == 0)
+        std::printf("# calibrated (%d node(s), network pair %s): COLLC_MACHINE_MODEL='%s'\n", cal.nodes,
+                    cal.net_between_nodes ? "between nodes" : "on one node", collc::ir::to_string(*cx.model).c_str());
+    } catch (const collc::error& e) {
+      if (cx.me == 0) std::fprintf(stderr, "collc-bench: --calibrate: %s\n", e.what());
+      MPI_Finalize();
+      return 2;
+    }
+  }
 
   try {
     if (cx.opt.type == "float")

@@ -72,6 +72,44 @@ TEST_CASE("a message costs alpha_net + bytes * beta_net", "[ir][cost]") {
   CHECK(ir::predict(p, m, 8) == Approx(2e-6 + 800e-9));
 }
 
+TEST_CASE("o_net: each message takes the sender's and the receiver's processor (LogP's o)", "[ir][cost]") {
+  // Rank 0 sends three messages to rank 1, then copies; o = 1 us, alpha = 2 us.
+  auto p = blank(2, {0, 1});
+  p.code[0] = {ir::send{1, at(ir::buffer::send, 0), 1, 1}, ir::send{1, at(ir::buffer::send, 0), 1, 2},
+               ir::send{1, at(ir::buffer::send, 0), 1, 3}};
+  p.code[1] = {ir::recv{0, at(ir::buffer::scratch, 1), 1, 1}, ir::recv{0, at(ir::buffer::scratch, 1), 1, 2},
+               ir::recv{0, at(ir::buffer::scratch, 1), 1, 3}};
+  ir::machine_model m = only(&ir::machine_model::alpha_net, 2e-6);
+  m.o_net = 1e-6;
+  const auto t = ir::predict_ranks(p, m, 8);
+  CHECK(t[0] == Approx(3e-6));  // three injections, back to back
+  // The k-th message is posted at k us and arrives 2 us later; the receiver
+  // takes 1 us for each after its arrival: 3+1, then 4+1, then 5+1.
+  CHECK(t[1] == Approx(6e-6));
+  m.o_net = 0;  // without it, only the latency
+  CHECK(ir::predict(p, m, 8) == Approx(2e-6));
+}
+
+TEST_CASE("a machine model as text: every term, round trip, errors that name the pair", "[ir][cost]") {
+  const ir::machine_model d;
+  CHECK(ir::parse_machine_model("") == d);
+  const auto m = ir::parse_machine_model("alpha_net=4.6e-6, beta_net=1.06e-10 o_net=4e-6");
+  CHECK(m.alpha_net == 4.6e-6);
+  CHECK(m.beta_net == 1.06e-10);
+  CHECK(m.o_net == 4e-6);
+  CHECK(m.gamma == d.gamma);  // terms not named keep the defaults
+  const std::string text = ir::to_string(m);
+  CHECK(text.find("o_net=4e-06") != std::string::npos);
+  CHECK(ir::to_string(ir::parse_machine_model(text)) == text);
+  CHECK_THROWS_WITH(ir::parse_machine_model("alpha=1"), Catch::Contains("unknown term 'alpha'"));
+  CHECK_THROWS_WITH(ir::parse_machine_model("o_net=1us"), Catch::Contains("'o_net=1us': '1us' is not a number"));
+  CHECK_THROWS_WITH(ir::parse_machine_model("o_net="), Catch::Contains("'' is not a number"));
+  CHECK_THROWS_WITH(ir::parse_machine_model("o_net"), Catch::Contains("'o_net' is not name=value"));
+  CHECK_THROWS_WITH(ir::parse_machine_model("gamma=1e-10 gamma=2e-10"), Catch::Contains("'gamma' given twice"));
+  CHECK_THROWS_WITH(ir::parse_machine_model("o_net=-1e-6"), Catch::Contains("o_net must be finite and >= 0"));
+  CHECK_THROWS_WITH(ir::parse_machine_model("shm_bandwidth=0"), Catch::Contains("shm_bandwidth must be > 0"));
+}
+
 TEST_CASE("a node's ranks share its network port", "[ir][cost]") {
   // Ranks 0 and 1 (node 0) each send 1000 bytes to ranks 2 and 3 (node 1).
   auto p = blank(4, {0, 0, 1, 1});

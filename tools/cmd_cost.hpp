@@ -5,7 +5,9 @@
 //
 //   collc cost --ranks P --bytes N [--collective C] [--ranks-per-node L] [--op sum|matmul]
 //              [--csv] [--alpha S] [--beta S/B] [--gamma S/B] [--alpha-sync S]
-//              [--beta-copy S/B] [--shm-bandwidth B/S]
+//              [--beta-copy S/B] [--shm-bandwidth B/S] [--o-net S] [--model "name=value ..."]
+// (the closed form charges no o_net; --model sets every term as
+// COLLC_MACHINE_MODEL does, the options after it change single terms)
 //
 // Families: recursive doubling, Rabenseifner, ring, binomial tree, copy-in,
 // the library's default choice, and the best recursive-exchange and
@@ -103,6 +105,10 @@ inline cost_options parse_cost_options(std::span<const std::string_view> args) {
       o.model.beta_copy = parse_nonnegative(a, next(), true);
     } else if (a == "--shm-bandwidth") {
       o.model.shm_bandwidth = parse_nonnegative(a, next(), false);
+    } else if (a == "--o-net") {
+      o.model.o_net = parse_nonnegative(a, next(), true);
+    } else if (a == "--model") {  // every term at once, as COLLC_MACHINE_MODEL / collc-bench --calibrate print it
+      o.model = ir::parse_machine_model(next());
     } else {
       throw unknown_option(opt.raw());
     }

@@ -6,6 +6,8 @@
 //   collc select --ranks 8 --sweep                   # 8 B .. 16 MiB, one line per size
 //     [--collective allreduce|reduce_scatter|allgather|reduce|bcast] [--op sum|matmul]
 //     [--ranks-per-node L] [--tolerance 0.1] [--chunk-bytes 256K]
+//     [--model "alpha_net=4.6e-6 beta_net=1.06e-10"]  (machine model terms; the
+//     rest keep their defaults; what COLLC_MACHINE_MODEL holds for plans)
 //
 // Without --topology the node is this machine (hwloc, when collc was built
 // with it); without hwloc the node is flat. Ranks are assumed bound
@@ -59,6 +61,8 @@ inline int run_select(std::span<const std::string_view> args) {
       top = parse_int(a, next(), 1, 1000);
     } else if (a == "--tolerance") {
       opt.tie_tolerance = parse_number(a, next(), 0, 10);
+    } else if (a == "--model") {
+      opt.model = ir::parse_machine_model(next());
     } else if (a == "--sweep") {
       sweep = true;
     } else if (a == "--collective") {

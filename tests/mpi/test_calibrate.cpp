@@ -40,13 +40,17 @@ TEST_CASE("calibrate measures plausible, agreed values", "[backend][mpi][calibra
   // Bounds: a flag handoff between 0.1 ns and an oversubscribed time slice;
   // bandwidths between 1 MB/s and 100 TB/s.
   CHECK(all_ranks(within(m.alpha_sync, 1e-10, 0.1)));
-  CHECK(all_ranks(within(m.alpha_net, 1e-10, 0.1)));
+  // alpha_net is the small-message half round trip less 2 o_net, so at
+  // least 0; the two together are that half round trip.
+  CHECK(all_ranks(m.alpha_net >= 0 && m.alpha_net < 0.1));
+  CHECK(all_ranks(within(m.alpha_net + 2 * m.o_net, 1e-10, 0.1)));
+  if (c.net_measured) CHECK(all_ranks(within(m.o_net, 1e-12, 0.1)));
   CHECK(all_ranks(within(m.beta_net, 1e-14, 1e-6)));
   CHECK(all_ranks(within(m.beta_copy, 1e-14, 1e-6)));
   CHECK(all_ranks(within(m.gamma, 1e-14, 1e-6)));
   CHECK(all_ranks(within(m.shm_bandwidth, 1e6, 1e14)));
   CHECK_NOTHROW(m.validate());
-  for (double v : {m.alpha_net, m.beta_net, m.alpha_sync, m.beta_copy, m.gamma, m.shm_bandwidth})
+  for (double v : {m.alpha_net, m.beta_net, m.o_net, m.alpha_sync, m.beta_copy, m.gamma, m.shm_bandwidth})
     CHECK(same_on_all_ranks(v));
 
   const int P = world_size();
@@ -58,6 +62,7 @@ TEST_CASE("calibrate measures plausible, agreed values", "[backend][mpi][calibra
   if (!c.net_measured) {
     CHECK(m.alpha_net == collc::ir::machine_model{}.alpha_net);
     CHECK(m.beta_net == collc::ir::machine_model{}.beta_net);
+    CHECK(m.o_net == collc::ir::machine_model{}.o_net);
   }
   if (!c.shm_measured) CHECK(m.shm_bandwidth == Approx(1.0 / m.beta_copy));
 }

@@ -4,6 +4,7 @@
 // "no"), and option values that could never fire (NaN timeouts) refused.
 #include "support.hpp"
 
+#include <collc/backend/mpi/build.hpp>
 #include <collc/backend/mpi/options.hpp>
 
 #include <cmath>
@@ -29,6 +30,8 @@ TEST_CASE("defaults", "[backend][mpi][options]") {
   CHECK(r.ranks_per_node == 0);
   CHECK(r.place == collc::placement::block);
   CHECK(r.chunk_bytes == collc::mpi::default_chunk_bytes);
+  CHECK_FALSE(r.chunk_bytes_given);
+  CHECK(resolve({.chunk_bytes = 4096}).chunk_bytes_given);
   CHECK(r.timeout_s == collc::mpi::default_timeout_s);
   CHECK(r.timeout_action == collc::on_timeout::throw_error);
   CHECK_FALSE(r.checks);
@@ -188,4 +191,35 @@ TEST_CASE("keyword variables ignore case, and refuse anything else", "[backend][
   }
   CHECK_THAT(env_error("COLLC_PLACEMENT", "block "), Catch::Contains("COLLC_PLACEMENT='block '"));
   CHECK_THAT(env_error("COLLC_ON_TIMEOUT", "throw!"), Catch::Contains("COLLC_ON_TIMEOUT='throw!'"));
+}
+
+TEST_CASE("COLLC_MACHINE_MODEL: the model of the default selection across nodes", "[backend][mpi][options]") {
+  unsetenv("COLLC_MACHINE_MODEL");
+  CHECK_FALSE(collc::mpi::machine_model_from_env().has_value());
+  // Four nodes of one rank, 4 KiB: with the default model (a fast network,
+  // no per-message overhead) the selector takes copy-in (six messages per
+  // rank at once); with TCP's measured terms, where each message costs the
+  // processors microseconds, two recursive-doubling steps (four messages).
+  const std::vector<int> nodes{0, 1, 2, 3};
+  const auto pick = [&] {
+    return collc::mpi::default_for(collc::collective::allreduce, 4, 4096, true, nodes, 2).to_string();
+  };
+  CHECK(pick() == "copyin");
+  {
+    env_guard e("COLLC_MACHINE_MODEL", "alpha_net=6.5e-6 beta_net=1.78e-10 o_net=10e-6");
+    REQUIRE(collc::mpi::machine_model_from_env().has_value());
+    CHECK(collc::mpi::machine_model_from_env()->o_net == 10e-6);
+    CHECK(pick() == "recexch{2,2}");
+  }
+  {
+    env_guard e("COLLC_MACHINE_MODEL", "alpha_net=6.5e-6 latency=1");
+    CHECK_THROWS_WITH(collc::mpi::machine_model_from_env(),
+                      Catch::Contains("COLLC_MACHINE_MODEL='alpha_net=6.5e-6 latency=1': machine model: unknown term "
+                                      "'latency'"));
+    CHECK_THROWS_WITH(pick(), Catch::Contains("COLLC_MACHINE_MODEL="));
+  }
+  // One node: the measured rule, whatever the model says.
+  const auto one_node = collc::mpi::default_for(collc::collective::allreduce, 4, 4096, true, {}, 2).to_string();
+  env_guard e("COLLC_MACHINE_MODEL", "o_net=1");
+  CHECK(collc::mpi::default_for(collc::collective::allreduce, 4, 4096, true, {}, 2).to_string() == one_node);
 }

@@ -20,7 +20,9 @@
 ///    (out) and on the receiver's node port (in), and arrives alpha_net after
 ///    both have carried it (a node's ranks share one port each way); the
 ///    sender's clock does not move (sends are nonblocking).
-///  - recv: clock = max(clock, arrival of the matching send);
+///  - send also takes o_net of the sender's clock (before it is posted),
+///    and recv o_net of the receiver's after the arrival (LogP's o);
+///    recv: clock = max(clock, arrival of the matching send) + o_net;
 ///    fence: clock = max(clock, end of injection of the rank's sends).
 /// The prediction is the latest finishing rank. Cost: O(I log P) for I
 /// instructions in total, plus O(messages) memory.
@@ -35,6 +37,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace collc::ir {
@@ -48,6 +52,11 @@ namespace collc::ir {
 struct machine_model {
   double alpha_net = 1.5e-6;        ///< s per message between nodes (latency of a small MPI message)
   double beta_net = 1.0 / 12.0e9;   ///< s per byte between nodes (100 Gb/s is 12.5 GB/s)
+  /// s of the sender's and of the receiver's processor per message between
+  /// nodes (LogP's overhead o, Culler et al. 1993): ~0 where the network
+  /// card moves the data (RDMA), microseconds where the host's network stack
+  /// does (TCP). ir::predict charges it; the selector's closed forms do not.
+  double o_net = 0;
   double alpha_sync = 2.0e-7;       ///< s for one signal -> wait handoff between cores of a node
   double beta_copy = 1.0 / 10.0e9;  ///< s per byte copied by one core (out of cache)
   double gamma = 1.0 / 8.0e9;       ///< s per byte reduced by one core (dst = a op b, out of cache)
@@ -69,6 +78,20 @@ struct machine_model {
     return std::max(gamma, 1.5 * static_cast<double>(concurrent) / shm_bandwidth);
   }
 };
+
+/// The model as text, every term as `name=value` (%.6g), space-separated:
+/// "alpha_net=1.5e-06 beta_net=8.33333e-11 alpha_sync=2e-07 ...". What
+/// parse_machine_model reads and COLLC_MACHINE_MODEL holds.
+std::string to_string(const machine_model& m);
+
+/// A model from `name=value` pairs separated by spaces or commas; terms not
+/// named keep the defaults, so "alpha_net=5e-6 beta_net=1e-10" describes a
+/// network and nothing else. Throws collc::error(errc::invalid_argument)
+/// naming the pair for an unknown name, a value that is not a whole number
+/// (trailing text, empty), a repeated name, or a value validate() refuses.
+///
+///   auto m = collc::ir::parse_machine_model("alpha_net=4.6e-6, beta_net=1.06e-10");
+machine_model parse_machine_model(std::string_view text);
 
 /// Finishing time of every rank for one execution of `p` with elements of
 /// `elem_bytes` bytes (see the file comment for the rules). Throws

@@ -6,9 +6,11 @@
 #include <collc/ir/program.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <functional>
 #include <queue>
@@ -23,6 +25,7 @@ COLLC_INLINE void machine_model::validate() const {
   using collc::detail::cat;
   const std::pair<const char*, double> terms[] = {{"alpha_net", alpha_net},
                                                   {"beta_net", beta_net},
+                                                  {"o_net", o_net},
                                                   {"alpha_sync", alpha_sync},
                                                   {"beta_copy", beta_copy},
                                                   {"gamma", gamma}};
@@ -33,6 +36,77 @@ COLLC_INLINE void machine_model::validate() const {
   if (!(shm_bandwidth > 0))
     throw error(errc::invalid_argument,
                 cat("machine_model::shm_bandwidth must be > 0 bytes/s, got ", std::to_string(shm_bandwidth)));
+}
+
+namespace detail {
+
+/// The terms of machine_model by name, in declaration order.
+template <class Model, class F>
+constexpr void for_each_term(Model& m, F f) {
+  f("alpha_net", m.alpha_net);
+  f("beta_net", m.beta_net);
+  f("o_net", m.o_net);
+  f("alpha_sync", m.alpha_sync);
+  f("beta_copy", m.beta_copy);
+  f("gamma", m.gamma);
+  f("shm_bandwidth", m.shm_bandwidth);
+}
+
+}  // namespace detail
+
+COLLC_INLINE std::string to_string(const machine_model& m) {
+  std::string out;
+  detail::for_each_term(m, [&](const char* name, double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.6g", v);
+    if (!out.empty()) out += ' ';
+    out += name;
+    out += '=';
+    out += buf;
+  });
+  return out;
+}
+
+COLLC_INLINE machine_model parse_machine_model(std::string_view text) {
+  using collc::detail::cat;
+  machine_model m;
+  std::vector<std::string> seen;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] == ' ' || text[i] == ',' || text[i] == '\t') {
+      ++i;
+      continue;
+    }
+    std::size_t end = i;
+    while (end < text.size() && text[end] != ' ' && text[end] != ',' && text[end] != '\t') ++end;
+    const std::string pair(text.substr(i, end - i));
+    i = end;
+    const auto eq = pair.find('=');
+    if (eq == std::string::npos)
+      throw error(errc::invalid_argument, cat("machine model: '", pair, "' is not name=value"));
+    const std::string name = pair.substr(0, eq), value = pair.substr(eq + 1);
+    double* term = nullptr;
+    detail::for_each_term(m, [&](const char* n, double& v) {
+      if (name == n) term = &v;
+    });
+    if (term == nullptr)
+      throw error(errc::invalid_argument,
+                  cat("machine model: unknown term '", name,
+                      "' (terms: alpha_net, beta_net, o_net, alpha_sync, beta_copy, gamma, shm_bandwidth)"));
+    if (std::find(seen.begin(), seen.end(), name) != seen.end())
+      throw error(errc::invalid_argument, cat("machine model: '", name, "' given twice"));
+    seen.push_back(name);
+    // from_chars: no locale (a decimal comma would split the pair), and
+    // the whole value must be the number.
+    double v = 0;
+    const char* last = value.data() + value.size();
+    const auto [ptr, ec] = std::from_chars(value.data(), last, v);
+    if (value.empty() || ec != std::errc{} || ptr != last)
+      throw error(errc::invalid_argument, cat("machine model: '", pair, "': '", value, "' is not a number"));
+    *term = v;
+  }
+  m.validate();
+  return m;
 }
 
 namespace detail {
@@ -123,7 +197,9 @@ class cost_simulation {
       }
       if (const auto* s = std::get_if<send>(&ins)) {
         ++pc_[idx(r)];
-        post_send(r, *s, now);
+        // The sender's processor is busy o_net injecting it (LogP's o).
+        post_send(r, *s, now + m_.o_net);
+        if (m_.o_net > 0) return advance(r, now + m_.o_net);
         continue;
       }
       if (const auto* v = std::get_if<recv>(&ins)) {
@@ -133,7 +209,7 @@ class cost_simulation {
           return false;  // parked until the send is posted
         }
         ++pc_[idx(r)];
-        const double t = std::max(now, q.arrivals.front());
+        const double t = std::max(now, q.arrivals.front()) + m_.o_net;  // and the receiver's taking it in
         q.arrivals.pop_front();
         if (t > now) return advance(r, t);
         continue;

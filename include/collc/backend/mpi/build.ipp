@@ -27,8 +27,14 @@ COLLC_INLINE algo::schedule default_for(collective coll, int P, std::size_t byte
   // One node: the measured rule (fastest here and free to compute, so a later
   // plan sets up in microseconds). Across nodes: the cost-model selector,
   // which the simple rule cannot match at scale.
-  return one_node ? algo::default_schedule(coll, P, bytes, commutative, node_of, node_cores)
-                  : algo::select(coll, P, bytes, commutative, node_of);
+  if (one_node) return algo::default_schedule(coll, P, bytes, commutative, node_of, node_cores);
+  algo::select_options opt;
+  if (auto m = machine_model_from_env()) opt.model = *m;
+  // The chunk a plan between nodes runs with by default (COLLC_CHUNK_BYTES
+  // when set; plan_options::chunk_bytes is not seen here).
+  const resolved_options env = resolve(plan_options{});
+  opt.chunk_bytes = env.chunk_bytes_given ? env.chunk_bytes : default_net_chunk_bytes;
+  return algo::select(coll, P, bytes, commutative, node_of, {}, opt);
 }
 
 COLLC_INLINE algo::schedule resolve_schedule(const schedule_request& req, collective coll, int P, std::size_t bytes,

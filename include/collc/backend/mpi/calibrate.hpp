@@ -23,10 +23,15 @@
 ///    1 / beta_copy.
 ///  - alpha_net, beta_net: MPI_Send / MPI_Recv ping-pong between the first
 ///    ranks of the first two nodes: alpha_net = half the round trip of 8
-///    bytes, beta_net = (half the round trip of `net_bytes`) - alpha_net, per
+///    bytes (less 2 o_net, below), beta_net = (half the round trip of `net_bytes`) - alpha_net, per
 ///    byte. On one node the pair is two ranks of that node (MPI's shared
 ///    memory path, reported by calibration::net_between_nodes = false); with
 ///    one rank in all the defaults are kept.
+///  - o_net: the same pair; the sender's time per message of a burst of 32
+///    back-to-back 8-byte MPI_Isend + MPI_Waitall into receives posted before
+///    (LogP's overhead o; the receiver is assumed to pay the same). Then
+///    alpha_net is the 8-byte half round trip less 2 o_net (at least 0): the
+///    model charges a message o + alpha + o.
 /// Ranks that take no part in a measurement wait in a polled MPI_Ibarrier
 /// with short sleeps, so oversubscribed runs leave the cores to the
 /// measuring ranks. Every rank returns the same values.
@@ -46,6 +51,10 @@ struct calibration_options {
   std::size_t net_bytes = std::size_t{4} << 20;    ///< large ping-pong message
   int latency_repetitions = 1000;                  ///< flag and small-message round trips
   int bandwidth_repetitions = 10;                  ///< memcpy, add and large-message repetitions
+  /// Nodes as plan_options::ranks_per_node has them: 0 = COLLC_RANKS_PER_NODE,
+  /// else physical nodes; L = pseudo-nodes of L consecutive ranks (calibrates
+  /// the path between pseudo-nodes, e.g. Open MPI forced onto TCP).
+  int ranks_per_node = 0;
 };
 
 /// The measured model and what could be measured on this communicator.

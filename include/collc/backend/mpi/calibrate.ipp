@@ -3,6 +3,7 @@
 /// Definitions of calibrate.hpp: included by it in header-only mode, compiled
 /// once by src/collc.cpp with COLLC_SEPARATE_COMPILATION (collc/config.hpp).
 #include <collc/backend/mpi/calibrate.hpp>
+#include <collc/backend/mpi/options.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -152,6 +153,40 @@ COLLC_INLINE double time_ping_pong(MPI_Comm comm, int a, int b, std::size_t byte
   return median(t) / 2;
 }
 
+/// The sender's processor time per small message (LogP's o): rank a times
+/// `burst` back-to-back 8-byte MPI_Isend + MPI_Waitall to b, which posted its
+/// receives before it let a start; median over `reps`, per message.
+COLLC_INLINE double time_overhead(MPI_Comm comm, int a, int b, int reps) {
+  constexpr int burst = 32;
+  int me = 0;
+  MPI_Comm_rank(comm, &me);
+  std::vector<double> t;
+  if (me == a || me == b) {
+    std::vector<double> buf(burst, 0.0);
+    MPI_Request req[burst];
+    const int peer = me == a ? b : a;
+    const int warm = std::max(1, reps / 10);
+    for (int i = 0; i < warm + reps; ++i) {
+      char go = 0;
+      if (me == b) {
+        for (int k = 0; k < burst; ++k)
+          check(MPI_Irecv(&buf[static_cast<std::size_t>(k)], 1, MPI_DOUBLE, peer, 18, comm, &req[k]), "MPI_Irecv");
+        check(MPI_Send(&go, 1, MPI_CHAR, peer, 19, comm), "MPI_Send");
+        check(MPI_Waitall(burst, req, MPI_STATUSES_IGNORE), "MPI_Waitall");
+      } else {
+        check(MPI_Recv(&go, 1, MPI_CHAR, peer, 19, comm, MPI_STATUS_IGNORE), "MPI_Recv");
+        const double t0 = now();
+        for (int k = 0; k < burst; ++k)
+          check(MPI_Isend(&buf[static_cast<std::size_t>(k)], 1, MPI_DOUBLE, peer, 18, comm, &req[k]), "MPI_Isend");
+        check(MPI_Waitall(burst, req, MPI_STATUSES_IGNORE), "MPI_Waitall");
+        if (i >= warm) t.push_back((now() - t0) / burst);
+      }
+    }
+  }
+  quiet_barrier(comm);
+  return median(t);
+}
+
 }  // namespace calibrate_detail
 
 COLLC_INLINE calibration calibrate_report(MPI_Comm comm, const calibration_options& opt) {
@@ -168,8 +203,16 @@ COLLC_INLINE calibration calibrate_report(MPI_Comm comm, const calibration_optio
   int me = 0, size = 1;
   MPI_Comm_rank(comm, &me);
   MPI_Comm_size(comm, &size);
+  // Nodes as plans see them: pseudo-nodes of L consecutive ranks when
+  // ranks_per_node (else COLLC_RANKS_PER_NODE) asks for them.
+  plan_options as_plans;
+  as_plans.ranks_per_node = opt.ranks_per_node;
+  const int pseudo = resolve(as_plans).ranks_per_node;
   MPI_Comm node = MPI_COMM_NULL;
-  check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, me, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
+  if (pseudo > 0)
+    check(MPI_Comm_split(comm, me / pseudo, me, &node), "MPI_Comm_split");
+  else
+    check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, me, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
   int node_rank = 0, node_size = 1;
   MPI_Comm_rank(node, &node_rank);
   MPI_Comm_size(node, &node_size);
@@ -185,7 +228,7 @@ COLLC_INLINE calibration calibrate_report(MPI_Comm comm, const calibration_optio
   out.nodes = static_cast<int>(leaders.size());
   check(MPI_Allreduce(&node_size, &out.max_ranks_per_node, 1, MPI_INT, MPI_MAX, comm), "MPI_Allreduce");
   // Values measured by one rank reach all through a max (unmeasured: -1).
-  enum { sync, copy, add, shm, alpha, beta, terms };
+  enum { sync, copy, add, shm, alpha, beta, overhead, terms };
   double v[terms];
   std::fill(v, v + terms, -1.0);
 
@@ -226,7 +269,9 @@ COLLC_INLINE calibration calibrate_report(MPI_Comm comm, const calibration_optio
     const int b = leaders.size() >= 2 ? leaders[1] : (a == 0 ? 1 : 0);
     const double small = time_ping_pong(comm, a, b, 8, opt.latency_repetitions);
     const double large = time_ping_pong(comm, a, b, opt.net_bytes, opt.bandwidth_repetitions);
+    const double o = time_overhead(comm, a, b, std::max(1, opt.latency_repetitions / 10));
     if (me == a) {
+      v[overhead] = std::max(o, 1e-12);  // measured, even if below the clock's resolution
       v[alpha] = small;
       // The large message pays alpha once too; guard against timer noise.
       v[beta] = std::max(large - small, large / 2) / static_cast<double>(std::max<std::size_t>(opt.net_bytes, 1));
@@ -246,7 +291,10 @@ COLLC_INLINE calibration calibrate_report(MPI_Comm comm, const calibration_optio
   out.net_measured = all[alpha] > 0;
   out.net_between_nodes = out.net_measured && out.nodes >= 2;
   if (out.net_measured) {
-    m.alpha_net = all[alpha];
+    // A ping-pong's half round trip is o + alpha + o in the model (LogP):
+    // the latency is what the two overheads leave of it.
+    m.o_net = all[overhead];
+    m.alpha_net = std::max(all[alpha] - 2 * m.o_net, 0.0);
     m.beta_net = all[beta];
   }
   return out;

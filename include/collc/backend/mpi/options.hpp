@@ -5,6 +5,7 @@
 /// setup; the hot path reads only the resolved values.
 #include <collc/config.hpp>
 #include <collc/error.hpp>
+#include <collc/ir/cost.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -31,6 +32,8 @@ enum class on_timeout : std::uint8_t { throw_error, abort };
 ///   timeout_s       COLLC_TIMEOUT         60 seconds (inf: never)
 ///   timeout_action  COLLC_ON_TIMEOUT      throw | abort
 ///   checks          COLLC_ENABLE_CHECKS   1|0, yes|no, true|false, on|off: verify the program at setup
+/// and, for every plan on a communicator that spans nodes, COLLC_MACHINE_MODEL
+/// (machine_model_from_env) for the default selection.
 /// Variables are parsed strictly, and a value that is not exactly one of
 /// these (trailing text, a sign, out of range, another word) is refused with
 /// collc::error(errc::invalid_argument) naming the variable and its value,
@@ -97,6 +100,13 @@ bool parse_env_bool(const char* name, const std::string& text);
 
 /// A double as "%g" prints it ("nan", "-inf", "0.25"), for messages.
 std::string format_seconds(double v);
+
+/// The machine model of COLLC_MACHINE_MODEL (ir::parse_machine_model's
+/// text, e.g. what `collc-bench --calibrate` prints), nullopt when unset.
+/// Default selection across nodes (default_for) costs its candidates with
+/// it. Throws collc::error(errc::invalid_argument) naming the variable and
+/// the term for a value parse_machine_model refuses.
+std::optional<ir::machine_model> machine_model_from_env();
 
 /// Every field of `o` decided: the option, else its environment variable,
 /// else the default (see plan_options). Throws collc::error(errc::invalid_argument)

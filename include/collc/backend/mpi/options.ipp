@@ -75,6 +75,19 @@ COLLC_INLINE std::string format_seconds(double v) {
   return buf;
 }
 
+COLLC_INLINE std::optional<ir::machine_model> machine_model_from_env() {
+  const auto v = env_value("COLLC_MACHINE_MODEL");
+  if (!v) return std::nullopt;
+  try {
+    return ir::parse_machine_model(*v);
+  } catch (const error& e) {
+    std::string m = options_detail::variable_is("COLLC_MACHINE_MODEL", *v);
+    m += ": ";
+    m += e.what();
+    throw error(errc::invalid_argument, m);
+  }
+}
+
 COLLC_INLINE resolved_options resolve(const plan_options& o) {
   resolved_options r;
   if (o.ranks_per_node < 0) {
