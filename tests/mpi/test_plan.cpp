@@ -246,8 +246,7 @@ TEST_CASE("large messages run in bounded chunks", "[backend][mpi][plan][chunks]"
   o.timeout_s = 120;
   // Between (pseudo-)nodes the default chunk is the network's.
   const bool across_nodes = collc::make_allreduce<double>(MPI_COMM_WORLD, 1, o).node_of_program().back() > 0;
-  const std::size_t bound =
-      across_nodes ? collc::mpi::default_net_chunk_bytes : collc::mpi::resolve(o).chunk_bytes;
+  const std::size_t bound = across_nodes ? collc::mpi::default_net_chunk_bytes : collc::mpi::resolve(o).chunk_bytes;
   const std::size_t flags_slack = 64 * 64;  // flag lines come on top of the data bound
   std::size_t shm_small = 0, shm_large = 0, scratch_small = 0, scratch_large = 0;
   const std::size_t small = std::max(4 * mib, 2 * bound), large = 2 * small;
@@ -274,7 +273,8 @@ TEST_CASE("large messages run in bounded chunks", "[backend][mpi][plan][chunks]"
   check<std::int64_t>(collective::bcast, MPI_COMM_WORLD, 3 * mib / 8 + 7, P / 2, 2, o);
 }
 
-TEST_CASE("between nodes the default chunk is the network chunk; a chosen one is kept", "[backend][mpi][plan][chunks]") {
+TEST_CASE("between nodes the default chunk is the network chunk; a chosen one is kept",
+          "[backend][mpi][plan][chunks]") {
   const int P = world_size();
   collc::plan_options o;
   const bool across_nodes = collc::make_allreduce<double>(MPI_COMM_WORLD, 1, o).node_of_program().back() > 0;

@@ -8,8 +8,12 @@
 #include <collc/backend/mpi/registry.hpp>
 #include <collc/plan.hpp>
 
+#include <unistd.h>
+
 #include <cstdint>
+#include <filesystem>
 #include <memory>
+#include <string>
 #include <vector>
 
 using collc_test::all_ranks;
@@ -38,6 +42,17 @@ bool allreduce_ok(collc::plan<std::int64_t>& p, MPI_Comm comm, std::size_t count
 }
 
 int arenas(MPI_Comm comm) { return collc::mpi::registry_for(comm)->arenas(); }
+
+/// Names in /dev/shm that this process created (segments.ipp names them
+/// "collc.<pid>.<nonce>.<n>").
+int own_shm_names() {
+  const std::string prefix = "collc." + std::to_string(::getpid()) + ".";
+  int n = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec))
+    n += e.path().filename().string().starts_with(prefix) ? 1 : 0;
+  return n;
+}
 
 }  // namespace
 
@@ -127,6 +142,37 @@ TEST_CASE("many plans alive at once share arenas and keep their own ranges", "[b
       for (int k = 0; k < 12; ++k)
         CHECK(allreduce_ok(plans[static_cast<std::size_t>(k)], c, 10 + 40 * static_cast<std::size_t>(k), 2,
                            100 * round + k));
+  }
+  MPI_Comm_free(&c);
+}
+
+TEST_CASE("one host: the node's segments are POSIX shared memory, its name gone after the first plan",
+          "[backend][mpi][segments]") {
+  // On one host the communicator is its own node communicator (no split)
+  // and rank 0 creates the first arena ahead, naming it in the allgather of
+  // host keys; the first plan's agreement says every rank mapped it, and
+  // rank 0 removes the name then (a killed job leaves nothing behind).
+  const int P = collc_test::world_size(), me = collc_test::world_rank();
+  MPI_Comm c = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &c);
+  {
+    auto reg = collc::mpi::registry_for(c);
+    // Before any plan: the name is there on rank 0 (so the check below can
+    // see one), and nowhere else.
+    const int before = own_shm_names();
+    CHECK(all_ranks(before == (me == 0 && P > 1 ? 1 : 0)));
+    auto p = collc::make_allreduce<std::int64_t>(c, 1000);
+    CHECK(all_ranks(own_shm_names() == 0));
+    CHECK(allreduce_ok(p, c, 1000, 4, 11));
+    CHECK(reg->mpi_windows() == 0);
+    CHECK(reg->windows() == (P > 1 ? arenas(c) : 0));
+    CHECK_FALSE(reg->shared_memory_failed());
+    // A plan that needs a new arena (larger than the first's 64 KiB per
+    // rank) maps it with a broadcast name, removed at once.
+    auto big = collc::make_allreduce<std::int64_t>(c, std::size_t{1} << 17);
+    CHECK(all_ranks(own_shm_names() == 0));
+    CHECK(allreduce_ok(big, c, std::size_t{1} << 17, 2, 12));
+    CHECK(reg->mpi_windows() == 0);
   }
   MPI_Comm_free(&c);
 }

@@ -50,8 +50,8 @@ namespace collc::ir {
 ///
 ///   collc::ir::machine_model m{.alpha_net = 2e-6, .beta_net = 1 / 10e9};
 struct machine_model {
-  double alpha_net = 1.5e-6;        ///< s per message between nodes (latency of a small MPI message)
-  double beta_net = 1.0 / 12.0e9;   ///< s per byte between nodes (100 Gb/s is 12.5 GB/s)
+  double alpha_net = 1.5e-6;       ///< s per message between nodes (latency of a small MPI message)
+  double beta_net = 1.0 / 12.0e9;  ///< s per byte between nodes (100 Gb/s is 12.5 GB/s)
   /// s of the sender's and of the receiver's processor per message between
   /// nodes (LogP's overhead o, Culler et al. 1993): ~0 where the network
   /// card moves the data (RDMA), microseconds where the host's network stack

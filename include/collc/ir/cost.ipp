@@ -23,12 +23,9 @@ namespace collc::ir {
 
 COLLC_INLINE void machine_model::validate() const {
   using collc::detail::cat;
-  const std::pair<const char*, double> terms[] = {{"alpha_net", alpha_net},
-                                                  {"beta_net", beta_net},
-                                                  {"o_net", o_net},
-                                                  {"alpha_sync", alpha_sync},
-                                                  {"beta_copy", beta_copy},
-                                                  {"gamma", gamma}};
+  const std::pair<const char*, double> terms[] = {{"alpha_net", alpha_net}, {"beta_net", beta_net},
+                                                  {"o_net", o_net},         {"alpha_sync", alpha_sync},
+                                                  {"beta_copy", beta_copy}, {"gamma", gamma}};
   for (const auto& [name, v] : terms)
     if (!(v >= 0) || std::isinf(v))
       throw error(errc::invalid_argument,

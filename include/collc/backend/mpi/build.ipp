@@ -63,8 +63,9 @@ COLLC_INLINE algo::schedule resolve_schedule(const schedule_request& req, collec
       msg += fs.to_string();
       msg += " is a cyclic shift for ";
       msg += std::to_string(P);
-      msg += " ranks, which needs a commutative operator (this operator is not; declare is_commutative or use a "
-             "factor set whose product is ";
+      msg +=
+          " ranks, which needs a commutative operator (this operator is not; declare is_commutative or use a "
+          "factor set whose product is ";
       msg += std::to_string(P);
       msg += ")";
       throw error(errc::not_commutative, msg);

@@ -322,7 +322,8 @@ class engine {
   /// arrive within the timeout is errc::timeout naming the ranks of this
   /// node that did not enter this setup (the others' are not visible). A
   /// late rank whose peers gave up gets errc::timeout too, naming them.
-  void agree(const std::int64_t (&mine)[11], std::int64_t (&out)[11], const std::string& text);
+  static constexpr int agreed_values = 12;
+  void agree(const std::int64_t (&mine)[agreed_values], std::int64_t (&out)[agreed_values], const std::string& text);
 
   /// Everyone saw the disagreement (see settle()); gathers the signatures to
   /// say who differs and how, and throws errc::mismatch.

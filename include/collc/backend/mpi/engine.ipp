@@ -287,12 +287,28 @@ COLLC_INLINE void engine::settle(const std::string& resolved, const std::optiona
   // The hash as two non-negative halves and their complements: all equal
   // iff every rank's maxima are its own values.
   const auto hi = static_cast<std::int64_t>(h >> 32), lo = static_cast<std::int64_t>(h & 0xFFFFFFFFu);
-  const std::int64_t mine[11] = {
-      hi, lo, 0xFFFFFFFF - hi, 0xFFFFFFFF - lo, static_cast<std::int64_t>(reg_->seq), reg_->next_plan_id, a, o, n,
-      -a, -o};
-  std::int64_t v[11];
+  const std::int64_t mine[agreed_values] = {hi,
+                                            lo,
+                                            0xFFFFFFFF - hi,
+                                            0xFFFFFFFF - lo,
+                                            static_cast<std::int64_t>(reg_->seq),
+                                            reg_->next_plan_id,
+                                            a,
+                                            o,
+                                            n,
+                                            -a,
+                                            -o,
+                                            reg_->shared_memory_failed() ? 1 : 0};
+  std::int64_t v[agreed_values];
   agree(mine, v, text);
   if (v[0] != hi || v[1] != lo || v[2] != 0xFFFFFFFF - hi || v[3] != 0xFFFFFFFF - lo) report_disagreement(h, text);
+  // The node's first shared memory is mapped everywhere, or nowhere usable
+  // (segments.hpp, map_failed): the registry's first plan says which.
+  if (v[11] != 0)
+    throw error(errc::mpi_error,
+                "the node's shared memory (POSIX shm_open / mmap) could not be mapped on every rank "
+                "of the communicator; is /dev/shm usable by all of them?");
+  reg_->confirm_shared_memory();
   if (failure) throw *failure;  // every rank failed alike (same text)
   reg_->seq = static_cast<std::uint64_t>(v[4]);
   plan_id_ = v[5];
@@ -313,15 +329,17 @@ COLLC_INLINE void engine::settle(const std::string& resolved, const std::optiona
   bind_all(agreed ? arena : -1, offset);
 }
 
-COLLC_INLINE void engine::agree(const std::int64_t (&mine)[11], std::int64_t (&out)[11], const std::string& text) {
+COLLC_INLINE void engine::agree(const std::int64_t (&mine)[agreed_values], std::int64_t (&out)[agreed_values],
+                                const std::string& text) {
   const std::uint64_t k = ++reg_->setups;
   reg_->mark_setup(k, false);
   // MPI writes the result when every rank contributed, maybe after this
   // rank gave up: heap memory the registry keeps in that case.
-  auto values = std::make_unique<std::int64_t[]>(11);
+  auto values = std::make_unique<std::int64_t[]>(agreed_values);
   std::copy(std::begin(mine), std::end(mine), values.get());
   MPI_Request req = MPI_REQUEST_NULL;
-  COLLC_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, values.get(), 11, MPI_INT64_T, MPI_MAX, reg_->control(), &req));
+  COLLC_MPI_CHECK(
+      MPI_Iallreduce(MPI_IN_PLACE, values.get(), agreed_values, MPI_INT64_T, MPI_MAX, reg_->control(), &req));
   if (!registry::wait_request(req, opt_.timeout_s)) {
     reg_->mark_setup(k, true);
     std::vector<int> missing;
@@ -342,7 +360,7 @@ COLLC_INLINE void engine::agree(const std::int64_t (&mine)[11], std::int64_t (&o
                                    " on rank " + std::to_string(rank_) + ": " + who +
                                    "; every rank must build the same plans in the same order");
   }
-  std::copy(values.get(), values.get() + 11, std::begin(out));
+  std::copy(values.get(), values.get() + agreed_values, std::begin(out));
   std::vector<int> gave_up;
   for (int q = 0; q < size_; ++q)
     if (const auto st = reg_->setup_of(q); q != rank_ && st && st->first == k && st->second) gave_up.push_back(q);

@@ -78,7 +78,8 @@ struct resolved_options {
   int ranks_per_node = 0;
   collc::placement place = collc::placement::block;
   std::size_t chunk_bytes = default_chunk_bytes;
-  bool chunk_bytes_given = false;  ///< by plan_options or COLLC_CHUNK_BYTES (else the engine may pick the network chunk)
+  bool chunk_bytes_given =
+      false;  ///< by plan_options or COLLC_CHUNK_BYTES (else the engine may pick the network chunk)
   double timeout_s = default_timeout_s;
   on_timeout timeout_action = on_timeout::throw_error;
   bool checks = false;

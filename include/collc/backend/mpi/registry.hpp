@@ -8,7 +8,8 @@
 ///
 /// One registry per user communicator and process, cached on the
 /// communicator with an MPI attribute and shared by every plan built on it.
-/// It owns a communicator of the physical node (MPI_COMM_TYPE_SHARED) and,
+/// It owns a communicator of the physical node (MPI_COMM_TYPE_SHARED; a
+/// communicator whose ranks are all on one host is its own) and,
 /// in the first range of that node's segment pool, two cache lines per node
 /// rank. The first is the rank's own (registry_line):
 ///   status       0, or (seq << 8 | errc + 1) once the rank abandoned call
@@ -146,6 +147,14 @@ class registry {
   [[nodiscard]] segment_pool* find_pool(const placement_map& map) const;
   /// Arenas of all pools (for tests: a reused segment range adds none).
   [[nodiscard]] int arenas() const noexcept;
+  /// Of the shared arenas, the MPI windows (the fallback of segments.hpp).
+  [[nodiscard]] int mpi_windows() const noexcept;
+  /// The node's first shared memory could not be mapped on this rank
+  /// (segment_pool::map_failed): plan setup agreements carry it, so every
+  /// rank fails the plan alike.
+  [[nodiscard]] bool shared_memory_failed() const noexcept { return physical_->map_failed(); }
+  /// Every rank has mapped it (an agreement said so): its name can go.
+  void confirm_shared_memory() noexcept { physical_->confirm(); }
   /// Of them, the shared windows (a one-rank node's arenas are private memory).
   [[nodiscard]] int windows() const noexcept;
 
@@ -217,8 +226,11 @@ class registry {
 
   int rank_ = 0, size_ = 1, node_rank_ = 0, node_size_ = 1;
   comm_owner control_;
-  comm_owner node_comm_;  ///< moved into the physical node's pool at the end of construction
+  comm_owner node_comm_;  ///< across hosts: moved into the physical node's pool at the end of construction
+  /// This process's host: processor name and boot id, hashed (registry.ipp).
+  static std::uint64_t host_key();
   std::map<std::vector<int>, std::unique_ptr<segment_pool>> pools_;
+  segment_pool* physical_ = nullptr;  ///< the physical node's pool (in pools_)
   std::vector<registry_line*> lines_;
   std::uint64_t* alarm_ = nullptr;  ///< node rank 0's second line
   std::vector<pending_agreement> pending_;

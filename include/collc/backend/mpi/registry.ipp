@@ -4,21 +4,54 @@
 /// once by src/collc.cpp with COLLC_SEPARATE_COMPILATION (collc/config.hpp).
 #include <collc/backend/mpi/registry.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
 #include <thread>
 
 namespace collc::mpi {
 
 COLLC_INLINE registry::registry(MPI_Comm user_comm, double timeout_s) {
+  // The private duplicate and the hosts of the ranks, in one round: the
+  // allgather runs on the user's communicator while the duplicate completes
+  // (both nonblocking, issued in the same order on every rank, as any
+  // collective on it; a first plan at 8 ranks on 2 cores pays one
+  // collective round less). Rank 0 creates the node's first shared memory
+  // ahead, and its name goes with the host keys (no broadcast of it later;
+  // unused across hosts).
+  struct host_entry {
+    std::uint64_t key;
+    char shm_name[sizeof(segment_pool::prepared::name)];
+  };
+  // MPI reads `mine` and writes the handle and the keys until the operations
+  // complete: heap memory that outlives this constructor if it times out
+  // (then it is leaked).
+  auto mine = std::make_unique<host_entry>(host_entry{host_key(), {}});
+  segment_pool::prepared first_arena;
+  int user_rank = 0, user_size = 1;
+  COLLC_MPI_CHECK(MPI_Comm_rank(user_comm, &user_rank));
+  COLLC_MPI_CHECK(MPI_Comm_size(user_comm, &user_size));
+  if (user_rank == 0 && user_size > 1) {
+    first_arena = segment_pool::prepare(segment_pool::first_arena_bytes(), user_size);
+    std::memcpy(mine->shm_name, first_arena.name, sizeof mine->shm_name);
+  }
+  std::vector<host_entry> hosts(static_cast<std::size_t>(user_size));
   {
-    // MPI writes the new handle when the duplicate completes: heap memory
-    // that outlives this constructor if it times out (then it is leaked).
+    const int size = user_size;
     auto handle = std::make_unique<MPI_Comm>(MPI_COMM_NULL);
-    MPI_Request req = MPI_REQUEST_NULL;
-    COLLC_MPI_CHECK(MPI_Comm_idup(user_comm, handle.get(), &req));
-    if (!wait_request(req, timeout_s)) {
+    auto keys = std::make_unique<host_entry[]>(static_cast<std::size_t>(size));
+    MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    COLLC_MPI_CHECK(MPI_Comm_idup(user_comm, handle.get(), &req[0]));
+    COLLC_MPI_CHECK(MPI_Iallgather(mine.get(), sizeof(host_entry), MPI_BYTE, keys.get(), sizeof(host_entry), MPI_BYTE,
+                                   user_comm, &req[1]));
+    if (!wait_request(req[0], timeout_s) || !wait_request(req[1], timeout_s)) {
       (void)handle.release();
+      (void)keys.release();
+      (void)mine.release();
       std::string m = "timeout after ";
       m += std::to_string(timeout_s);
       m += " s in the setup of the first plan on this communicator: a rank did not arrive (which ranks is not "
@@ -26,48 +59,91 @@ COLLC_INLINE registry::registry(MPI_Comm user_comm, double timeout_s) {
       throw error(errc::timeout, m);
     }
     *control_.out() = *handle;
+    hosts.assign(keys.get(), keys.get() + size);
   }
   const MPI_Comm comm = control_.get();
   COLLC_MPI_CHECK(MPI_Comm_rank(comm, &rank_));
   COLLC_MPI_CHECK(MPI_Comm_size(comm, &size_));
-  COLLC_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, node_comm_.out()));
-  COLLC_MPI_CHECK(MPI_Comm_rank(node_comm_.get(), &node_rank_));
-  COLLC_MPI_CHECK(MPI_Comm_size(node_comm_.get(), &node_size_));
-  // The node leader is the smallest communicator rank of the node (key =
-  // rank): node rank 0, translated locally (no message).
-  int leader = rank_;
-  {
-    MPI_Group node_group = MPI_GROUP_NULL, comm_group = MPI_GROUP_NULL;
-    COLLC_MPI_CHECK(MPI_Comm_group(node_comm_.get(), &node_group));
-    COLLC_MPI_CHECK(MPI_Comm_group(comm, &comm_group));
-    const int first = 0;
-    const int rc = MPI_Group_translate_ranks(node_group, 1, &first, comm_group, &leader);
-    MPI_Group_free(&node_group);
-    MPI_Group_free(&comm_group);
-    mpi_check(rc, "MPI_Group_translate_ranks");
-  }
-  int mine[2] = {leader, node_rank_};
-  std::vector<int> all(2 * static_cast<std::size_t>(size_));
-  COLLC_MPI_CHECK(MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, comm));
+  // A communicator on one host is its own node communicator: the host keys
+  // replace MPI_Comm_split_type (133 us of a first plan at 8 ranks on 2
+  // cores). Across hosts the node communicator is split as MPI sees shared
+  // memory.
+  const bool one_host =
+      std::all_of(hosts.begin(), hosts.end(), [&](const host_entry& h) { return h.key == hosts.front().key; });
   leader_of_.resize(static_cast<std::size_t>(size_));
   node_index_of_.resize(static_cast<std::size_t>(size_));
-  for (int r = 0; r < size_; ++r) {
-    leader_of_[static_cast<std::size_t>(r)] = all[2 * static_cast<std::size_t>(r)];
-    node_index_of_[static_cast<std::size_t>(r)] =
-        all[2 * static_cast<std::size_t>(r)] == leader ? all[2 * static_cast<std::size_t>(r) + 1] : -1;
+  int leader = 0;
+  if (one_host) {
+    node_rank_ = rank_;
+    node_size_ = size_;
+    for (int r = 0; r < size_; ++r) {
+      leader_of_[static_cast<std::size_t>(r)] = 0;
+      node_index_of_[static_cast<std::size_t>(r)] = r;
+    }
+  } else {
+    COLLC_MPI_CHECK(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, node_comm_.out()));
+    COLLC_MPI_CHECK(MPI_Comm_rank(node_comm_.get(), &node_rank_));
+    COLLC_MPI_CHECK(MPI_Comm_size(node_comm_.get(), &node_size_));
+    // The node leader is the smallest communicator rank of the node (key =
+    // rank): node rank 0, translated locally (no message).
+    leader = rank_;
+    {
+      MPI_Group node_group = MPI_GROUP_NULL, comm_group = MPI_GROUP_NULL;
+      COLLC_MPI_CHECK(MPI_Comm_group(node_comm_.get(), &node_group));
+      COLLC_MPI_CHECK(MPI_Comm_group(comm, &comm_group));
+      const int first = 0;
+      const int rc = MPI_Group_translate_ranks(node_group, 1, &first, comm_group, &leader);
+      MPI_Group_free(&node_group);
+      MPI_Group_free(&comm_group);
+      mpi_check(rc, "MPI_Group_translate_ranks");
+    }
+    int mine[2] = {leader, node_rank_};
+    std::vector<int> all(2 * static_cast<std::size_t>(size_));
+    COLLC_MPI_CHECK(MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, comm));
+    for (int r = 0; r < size_; ++r) {
+      leader_of_[static_cast<std::size_t>(r)] = all[2 * static_cast<std::size_t>(r)];
+      node_index_of_[static_cast<std::size_t>(r)] =
+          all[2 * static_cast<std::size_t>(r)] == leader ? all[2 * static_cast<std::size_t>(r) + 1] : -1;
+    }
   }
   // The physical node's pool takes the node communicator, and the lines
   // are the first range of its first arena (zeroed, the node synchronized):
   // the communicator's first plan with the default placement then creates
   // no other communicator or window.
   const placement_map physical = make_placement(node_keys(leader_of_, 0, collc::placement::block), false);
-  auto pool = std::make_unique<segment_pool>(std::move(node_comm_));
+  auto pool = one_host ? std::make_unique<segment_pool>(comm) : std::make_unique<segment_pool>(std::move(node_comm_));
+  if (one_host && size_ > 1) {
+    if (rank_ != 0) std::memcpy(first_arena.name, hosts.front().shm_name, sizeof first_arena.name);
+    first_arena.capacity = segment_pool::first_arena_bytes();
+    pool->use_prepared(std::move(first_arena));
+  }
   const segment_lease lines = pool->take(-1, 0, 2 * sizeof(registry_line), 0, false);
   lines_.resize(static_cast<std::size_t>(node_size_));
   for (int i = 0; i < node_size_; ++i)
     lines_[static_cast<std::size_t>(i)] = reinterpret_cast<registry_line*>(lines.slot[static_cast<std::size_t>(i)]);
   alarm_ = reinterpret_cast<std::uint64_t*>(lines_[0] + 1);
+  physical_ = pool.get();
   pools_.emplace(pool_key(physical), std::move(pool));
+}
+
+COLLC_INLINE std::uint64_t registry::host_key() {
+  // The processor name (the host, as MPI reports it) and the kernel's boot
+  // id (distinct for every machine and boot, shared by the containers of
+  // one host): equal keys on two machines would need both to collide. A
+  // wrong "one host" cannot go unseen anyway: the node's shared memory is
+  // opened by name on every rank, and a rank that cannot fails it for all.
+  char name[MPI_MAX_PROCESSOR_NAME + 1] = {};
+  int len = 0;
+  COLLC_MPI_CHECK(MPI_Get_processor_name(name, &len));
+  std::string text(name, static_cast<std::size_t>(std::max(len, 0)));
+  if (std::FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r")) {
+    char boot[64] = {};
+    if (std::fgets(boot, sizeof boot, f) != nullptr) text += boot;
+    std::fclose(f);
+  }
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
 }
 
 COLLC_INLINE registry::~registry() {
@@ -118,6 +194,12 @@ COLLC_INLINE segment_pool* registry::find_pool(const placement_map& map) const {
 COLLC_INLINE int registry::arenas() const noexcept {
   int n = 0;
   for (const auto& [key, pool] : pools_) n += pool->arenas();
+  return n;
+}
+
+COLLC_INLINE int registry::mpi_windows() const noexcept {
+  int n = 0;
+  for (const auto& [key, pool] : pools_) n += pool->mpi_windows();
   return n;
 }
 

@@ -4,22 +4,40 @@
 /// once by src/collc.cpp with COLLC_SEPARATE_COMPILATION (collc/config.hpp).
 #include <collc/backend/mpi/segments.hpp>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <iterator>
+#include <random>
 
 namespace collc::mpi {
 
-COLLC_INLINE segment_pool::segment_pool(comm_owner node_comm) : node_comm_(std::move(node_comm)) {
-  COLLC_MPI_CHECK(MPI_Comm_rank(node_comm_.get(), &node_rank_));
-  COLLC_MPI_CHECK(MPI_Comm_size(node_comm_.get(), &node_size_));
+COLLC_INLINE segment_pool::segment_pool(comm_owner node_comm)
+    : node_comm_(std::move(node_comm)), comm_(node_comm_.get()) {
+  COLLC_MPI_CHECK(MPI_Comm_rank(comm_, &node_rank_));
+  COLLC_MPI_CHECK(MPI_Comm_size(comm_, &node_size_));
+}
+
+COLLC_INLINE segment_pool::segment_pool(MPI_Comm node_comm) : comm_(node_comm) {
+  COLLC_MPI_CHECK(MPI_Comm_rank(comm_, &node_rank_));
+  COLLC_MPI_CHECK(MPI_Comm_size(comm_, &node_size_));
 }
 
 COLLC_INLINE segment_pool::~segment_pool() {
   for (auto& a : arenas_) a.win.reset();
+  arenas_.clear();  // unmaps the shared maps (local)
   node_comm_.reset();
+}
+
+COLLC_INLINE segment_pool::shared_map::~shared_map() {
+  if (addr != nullptr) ::munmap(addr, bytes);
 }
 
 COLLC_INLINE std::pair<int, std::size_t> segment_pool::propose(std::size_t bytes) const {
@@ -54,7 +72,7 @@ COLLC_INLINE segment_lease segment_pool::take(int arena, std::size_t offset, std
   if (zero_bytes > 0 && (always_zero || leased_before)) {
     std::memset(l.slot[static_cast<std::size_t>(node_rank_)], 0, zero_bytes);
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    COLLC_MPI_CHECK(MPI_Barrier(node_comm_.get()));  // zero before anyone polls
+    COLLC_MPI_CHECK(MPI_Barrier(comm_));  // zero before anyone polls
   }
   return l;
 }
@@ -113,13 +131,16 @@ COLLC_INLINE int segment_pool::add_arena(std::size_t need) {
     arenas_.push_back(std::move(a));
     return static_cast<int>(arenas_.size()) - 1;
   }
+  if (map_shared(a)) {  // fresh shared memory is zero (ftruncate): nothing to clear
+    arenas_.push_back(std::move(a));
+    return static_cast<int>(arenas_.size()) - 1;
+  }
   MPI_Info info = MPI_INFO_NULL;
   COLLC_MPI_CHECK(MPI_Info_create(&info));
   MPI_Info_set(info, "alloc_shared_noncontig", "true");
   void* mine = nullptr;
   // 64 bytes more: windows are not line-aligned everywhere (see align_line).
-  const int rc =
-      MPI_Win_allocate_shared(static_cast<MPI_Aint>(a.capacity + 64), 1, info, node_comm_.get(), &mine, a.win.out());
+  const int rc = MPI_Win_allocate_shared(static_cast<MPI_Aint>(a.capacity + 64), 1, info, comm_, &mine, a.win.out());
   MPI_Info_free(&info);
   mpi_check(rc, "MPI_Win_allocate_shared");
   a.base.resize(static_cast<std::size_t>(node_size_));
@@ -132,9 +153,119 @@ COLLC_INLINE int segment_pool::add_arena(std::size_t need) {
   }
   std::memset(a.base[static_cast<std::size_t>(node_rank_)], 0, a.capacity);
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  COLLC_MPI_CHECK(MPI_Barrier(node_comm_.get()));  // zero before anyone polls
+  COLLC_MPI_CHECK(MPI_Barrier(comm_));  // zero before anyone polls
   arenas_.push_back(std::move(a));
   return static_cast<int>(arenas_.size()) - 1;
+}
+
+COLLC_INLINE segment_pool::prepared::prepared(prepared&& o) noexcept
+    : fd(std::exchange(o.fd, -1)), capacity(o.capacity) {
+  std::memcpy(name, o.name, sizeof name);
+  o.name[0] = '\0';
+}
+
+COLLC_INLINE segment_pool::prepared& segment_pool::prepared::operator=(prepared&& o) noexcept {
+  std::swap(fd, o.fd);
+  std::swap(capacity, o.capacity);
+  char t[sizeof name];
+  std::memcpy(t, name, sizeof name);
+  std::memcpy(name, o.name, sizeof name);
+  std::memcpy(o.name, t, sizeof name);
+  return *this;
+}
+
+COLLC_INLINE segment_pool::prepared::~prepared() {
+  if (fd >= 0) {
+    ::close(fd);
+    if (name[0] != '\0') ::shm_unlink(name);
+  }
+}
+
+COLLC_INLINE std::size_t shared_stride(std::size_t capacity) {
+  const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  return (capacity + page - 1) / page * page;
+}
+
+COLLC_INLINE segment_pool::prepared segment_pool::prepare(std::size_t capacity, int ranks) {
+  prepared p;
+  p.capacity = capacity;
+  const std::size_t bytes = shared_stride(capacity) * static_cast<std::size_t>(ranks);
+  // A name no other process uses: pid, a per-process nonce (names stay apart
+  // across hosts too: a host wrongly taken for this one finds no such name,
+  // and the node fails alike) and a counter; O_EXCL.
+  static std::atomic<unsigned> serial{0};
+  static const unsigned nonce = std::random_device{}();
+  for (int attempt = 0; attempt < 8 && p.fd < 0; ++attempt) {
+    std::snprintf(p.name, sizeof p.name, "/collc.%ld.%x.%u", static_cast<long>(::getpid()), nonce, serial.fetch_add(1));
+    p.fd = ::shm_open(p.name, O_RDWR | O_CREAT | O_EXCL, 0600);
+    if (p.fd < 0 && errno != EEXIST) break;
+  }
+  if (p.fd >= 0 && ::ftruncate(p.fd, static_cast<off_t>(bytes)) != 0) {
+    ::close(p.fd);
+    ::shm_unlink(p.name);
+    p.fd = -1;
+  }
+  if (p.fd < 0) p.name[0] = '\0';
+  return p;
+}
+
+COLLC_INLINE bool segment_pool::map_shared(arena_state& a) {
+  // Node rank 0 creates it (or created it ahead: prepared_) and the others
+  // open it by name; one mapping holds every node rank's slot, each on
+  // pages of its own.
+  const std::size_t stride = shared_stride(a.capacity);
+  const std::size_t bytes = stride * static_cast<std::size_t>(node_size_);
+  const auto slots = [&](std::byte* at) {
+    a.base.resize(static_cast<std::size_t>(node_size_));
+    for (int r = 0; r < node_size_; ++r)
+      a.base[static_cast<std::size_t>(r)] = at + static_cast<std::size_t>(r) * stride;
+  };
+  const auto map = [&](const prepared& p) -> void* {
+    const int fd = node_rank_ == 0 ? p.fd : ::shm_open(p.name, O_RDWR, 0);
+    void* addr = fd >= 0 ? ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (node_rank_ != 0 && fd >= 0) ::close(fd);
+    return addr;
+  };
+  // Every rank decides alike: the preparation's capacity is set everywhere
+  // (its name may be "" everywhere: node rank 0 could not create it).
+  if (prepared_.capacity != 0 && prepared_.capacity == a.capacity) {
+    prepared p = std::move(prepared_);
+    prepared_.capacity = 0;               // used once
+    if (p.name[0] == '\0') return false;  // every rank: the window fallback
+    void* addr = map(p);
+    if (addr == MAP_FAILED) {
+      // Private zeros in its place, so that this rank's own bookkeeping
+      // works until the agreement fails the plan everywhere (map_failed).
+      map_failed_ = true;
+      a.own = std::make_unique<std::byte[]>(bytes + 64);
+      slots(static_cast<std::byte*>(align_line(a.own.get())));
+      return true;
+    }
+    if (node_rank_ == 0) pending_ = std::move(p);
+    a.map = shared_map(addr, bytes);
+    slots(static_cast<std::byte*>(addr));
+    return true;
+  }
+  prepared p;
+  if (node_rank_ == 0) p = prepare(a.capacity, node_size_);
+  COLLC_MPI_CHECK(MPI_Bcast(p.name, sizeof p.name, MPI_CHAR, 0, comm_));
+  if (p.name[0] == '\0') return false;  // every rank: the window fallback
+  void* addr = map(p);
+  const int mapped = addr != MAP_FAILED ? 1 : 0;
+  int everywhere = 0;
+  // Every rank has mapped it (or failed): the name can go now (node rank 0:
+  // p's destructor unlinks and closes).
+  const int rc = MPI_Allreduce(&mapped, &everywhere, 1, MPI_INT, MPI_MIN, comm_);
+  if (node_rank_ != 0) p.name[0] = '\0';
+  p = prepared();
+  if (mapped) a.map = shared_map(addr, bytes);
+  mpi_check(rc, "MPI_Allreduce");
+  if (!everywhere) {
+    a.map = shared_map();
+    return false;  // every rank alike: the window fallback
+  }
+  slots(static_cast<std::byte*>(addr));
+  return true;
 }
 
 }  // namespace collc::mpi
