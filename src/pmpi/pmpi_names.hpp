@@ -28,8 +28,10 @@
 #define MPI_Comm_test_inter PMPI_Comm_test_inter
 #define MPI_Error_string PMPI_Error_string
 #define MPI_Finalized PMPI_Finalized
+#define MPI_Get_processor_name PMPI_Get_processor_name
 #define MPI_Group_free PMPI_Group_free
 #define MPI_Group_translate_ranks PMPI_Group_translate_ranks
+#define MPI_Iallgather PMPI_Iallgather
 #define MPI_Iallreduce PMPI_Iallreduce
 #define MPI_Ibarrier PMPI_Ibarrier
 #define MPI_Info_create PMPI_Info_create
@@ -37,6 +39,8 @@
 #define MPI_Info_set PMPI_Info_set
 #define MPI_Initialized PMPI_Initialized
 #define MPI_Iprobe PMPI_Iprobe
+#define MPI_Irecv PMPI_Irecv
+#define MPI_Isend PMPI_Isend
 #define MPI_Recv PMPI_Recv
 #define MPI_Recv_init PMPI_Recv_init
 #define MPI_Request_free PMPI_Request_free
