@@ -23,9 +23,10 @@
 ///  - ranks that destroyed their plans in different orders may propose
 ///    different ranges; then everyone allocates a new arena (collectively,
 ///    as the result of the allreduce is the same everywhere);
-///  - a new arena is zeroed by every rank and the node synchronizes once
-///    before anyone polls it (fresh shared memory is zero on Linux, but no
-///    MPI standard promises it); a range above everything leased before in
+///  - a new arena is zero before anyone polls it: POSIX shared memory is
+///    created by ftruncate, which POSIX fills with zeros; an MPI window (the
+///    fallback) is zeroed by every rank and the node synchronizes once (no
+///    MPI standard promises zeroed windows); a range above everything leased before in
 ///    its arena is still zero, and flags that start at zero (engine.hpp) let a plan
 ///    start there with no collective of its own;
 ///  - a range that was leased before may hold an earlier plan's data where
