@@ -4,6 +4,8 @@
 /// once by src/collc.cpp with COLLC_SEPARATE_COMPILATION (collc/config.hpp).
 #include <collc/backend/mpi/registry.hpp>
 
+#include <collc/topology.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -141,9 +143,7 @@ COLLC_INLINE std::uint64_t registry::host_key() {
     if (std::fgets(boot, sizeof boot, f) != nullptr) text += boot;
     std::fclose(f);
   }
-  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
-  return h;
+  return collc::detail::stable_hash64(text);
 }
 
 COLLC_INLINE registry::~registry() {
