@@ -74,7 +74,6 @@ COLLC_INLINE registry::registry(MPI_Comm user_comm, double timeout_s) {
       std::all_of(hosts.begin(), hosts.end(), [&](const host_entry& h) { return h.key == hosts.front().key; });
   leader_of_.resize(static_cast<std::size_t>(size_));
   node_index_of_.resize(static_cast<std::size_t>(size_));
-  int leader = 0;
   if (one_host) {
     node_rank_ = rank_;
     node_size_ = size_;
@@ -88,7 +87,7 @@ COLLC_INLINE registry::registry(MPI_Comm user_comm, double timeout_s) {
     COLLC_MPI_CHECK(MPI_Comm_size(node_comm_.get(), &node_size_));
     // The node leader is the smallest communicator rank of the node (key =
     // rank): node rank 0, translated locally (no message).
-    leader = rank_;
+    int leader = rank_;
     {
       MPI_Group node_group = MPI_GROUP_NULL, comm_group = MPI_GROUP_NULL;
       COLLC_MPI_CHECK(MPI_Comm_group(node_comm_.get(), &node_group));
