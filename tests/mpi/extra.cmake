@@ -6,6 +6,8 @@ collc_add_mpi_test(mpi_test_plan_pseudo2 mpi_test_plan RANKS 2 4 5 ENV COLLC_RAN
 collc_add_mpi_test(mpi_test_plan_pseudo3 mpi_test_plan RANKS 3 7 8 ENV COLLC_RANKS_PER_NODE=3)
 collc_add_mpi_test(mpi_test_plan_round_robin mpi_test_plan RANKS 4 7
                    ENV COLLC_RANKS_PER_NODE=2 COLLC_PLACEMENT=round_robin)
+# Large sends started before a signal wait complete (test_plan.cpp, "[.progress]").
+collc_add_mpi_test(mpi_test_plan_progress mpi_test_plan RANKS 7 8 ENV COLLC_RANKS_PER_NODE=3 ARGS "[progress]")
 collc_add_mpi_test(mpi_test_plan_errors_pseudo2 mpi_test_plan_errors RANKS 4 ENV COLLC_RANKS_PER_NODE=2)
 
 # A rank SIGKILLed mid-collective leaves no shared memory behind.

@@ -270,6 +270,21 @@ TEST_CASE("large messages run in bounded chunks", "[backend][mpi][plan][chunks]"
   check<std::int64_t>(collective::bcast, MPI_COMM_WORLD, 3 * mib / 8 + 7, P / 2, 2, o);
 }
 
+// Registered alone as mpi_test_plan_progress (8 ranks in pseudo-nodes of 3):
+// a rank waiting for its node's signal must keep testing the large sends it
+// started, or a peer waits for the rest of the message forever. The engine
+// once drove MPI with MPI_Iprobe there, which progresses nothing when an
+// early message of the next execution is queued: this allgather (two
+// executions of ~210 KB messages) then hung in about one run in six.
+TEST_CASE("a rank waiting for a signal completes its started sends", "[.progress]") {
+  const int P = world_size();
+  collc::plan_options o;
+  o.chunk_bytes = std::size_t{4} << 20;
+  o.timeout_s = 20;  // a hang fails as a collc timeout naming the waiting ranks
+  const std::size_t per_block = 3 * (std::size_t{1} << 20) / sizeof(std::int64_t) / static_cast<std::size_t>(P) + 5;
+  check<std::int64_t>(collective::allgather, MPI_COMM_WORLD, per_block, 0, 60, o);
+}
+
 TEST_CASE("small chunks: many executions per call and a tail, non-commutative", "[backend][mpi][plan][chunks]") {
   const int P = world_size();
   collc::plan_options o;

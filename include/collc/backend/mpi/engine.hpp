@@ -34,7 +34,8 @@
 /// Waiting: spin (cpu pause) for a bounded number of polls, then yield the
 /// core between polls so oversubscribed nodes progress. After the spin, about
 /// every millisecond a waiter looks at the registry (mismatch, failed peer)
-/// and at the clock (timeout).
+/// and at the clock (timeout). A rank waiting for a signal keeps testing the
+/// sends it has started (test_sends), the only call MPI promises progresses them.
 #include <collc/backend/mpi/bound.hpp>
 #include <collc/backend/mpi/handles.hpp>
 #include <collc/backend/mpi/layout.hpp>
@@ -382,7 +383,7 @@ class engine {
           const std::int64_t target = sig_base_[o.index] + o.value;
           if (target <= 0) break;  // names no signal of this plan
           std::uint64_t word = load(o.flag);
-          if (signals_of(word) < target && !wait_flag(o, target, block, word)) {
+          if (signals_of(word) < target && !wait_flag(bp, o, target, block, word)) {
             call_.pc = pc;
             return false;
           }
@@ -475,7 +476,20 @@ class engine {
     return true;
   }
 
-  bool wait_flag(const bound_op& o, std::int64_t target, bool block, std::uint64_t& word);
+  /// Tests this rank's started sends of `bp`. A rank waiting for a signal
+  /// may have started sends its peers wait for, and MPI promises that such a
+  /// send completes only to a sender that keeps testing it (MPI 4.0, section
+  /// 3.7.4, "Progress"): under a rendezvous protocol the sender answers the
+  /// receiver's acknowledgement and pushes the rest of the message. No other
+  /// call is enough. MPI_Iprobe, used before, returns without progressing
+  /// anything when an early message of the next execution is already queued;
+  /// two such senders, each waiting on its node's signal, hung an allgather
+  /// between pseudo-nodes for good (mpi_test_plan_progress).
+  void test_sends(bound_program& bp);
+
+  /// Waits for flag `o` to reach `target`, testing this rank's sends of `bp`
+  /// meanwhile (test_sends); without `block`, tests them once and returns false.
+  bool wait_flag(bound_program& bp, const bound_op& o, std::int64_t target, bool block, std::uint64_t& word);
 
   /// Blocks until `t` completes (waiting policy of wait.hpp).
   void wait_transfer(transfer& t, const bound_op& at, const char* what);

@@ -515,17 +515,22 @@ void engine::block_until(Ready ready, const bound_op& o, int peer, const char* w
   wait_until(spin_, ready, [&](double waited) { slow_check(o, peer, what, target, waited); });
 }
 
-COLLC_INLINE bool engine::wait_flag(const bound_op& o, std::int64_t target, bool block, std::uint64_t& word) {
-  if (!block) return false;
+COLLC_INLINE void engine::test_sends(bound_program& bp) {
+  for (transfer& t : bp.transfers)
+    if (t.active && t.is_send) test(t);
+}
+
+COLLC_INLINE bool engine::wait_flag(bound_program& bp, const bound_op& o, std::int64_t target, bool block,
+                                    std::uint64_t& word) {
+  if (!block) {
+    test_sends(bp);  // a caller polling test() progresses its sends too
+    return false;
+  }
   const int peer = map_.comm_of_prog[static_cast<std::size_t>(o.peer)];
-  int probe = 0;
+  int poll = 0;
   block_until(
       [&] {
-        // A rank with messages in flight keeps MPI progressing while it waits.
-        if (has_transfers_ && (++probe & 63) == 0) {
-          int flag = 0;
-          MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_.get(), &flag, MPI_STATUS_IGNORE);
-        }
+        if ((++poll & 63) == 0) test_sends(bp);
         word = load(o.flag);
         return signals_of(word) >= target;
       },
