@@ -30,6 +30,10 @@ TEST_CASE("defaults", "[backend][mpi][options]") {
   CHECK(r.ranks_per_node == 0);
   CHECK(r.place == collc::placement::block);
   CHECK(r.chunk_bytes == collc::mpi::default_chunk_bytes);
+  CHECK_FALSE(r.chunk_bytes_given);
+  collc::plan_options chosen;
+  chosen.chunk_bytes = 4096;
+  CHECK(resolve(chosen).chunk_bytes_given);
   CHECK(r.timeout_s == collc::mpi::default_timeout_s);
   CHECK(r.timeout_action == collc::on_timeout::throw_error);
   CHECK_FALSE(r.checks);

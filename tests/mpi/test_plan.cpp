@@ -244,10 +244,13 @@ TEST_CASE("large messages run in bounded chunks", "[backend][mpi][plan][chunks]"
   const std::size_t mib = std::size_t{1} << 20;
   collc::plan_options o;
   o.timeout_s = 120;
-  const std::size_t bound = collc::mpi::resolve(o).chunk_bytes;
+  // Between (pseudo-)nodes the default chunk is the network's.
+  const bool across_nodes = collc::make_allreduce<double>(MPI_COMM_WORLD, 1, o).node_of_program().back() > 0;
+  const std::size_t bound = across_nodes ? collc::mpi::default_net_chunk_bytes : collc::mpi::resolve(o).chunk_bytes;
   const std::size_t flags_slack = 64 * 64;  // flag lines come on top of the data bound
   std::size_t shm_small = 0, shm_large = 0, scratch_small = 0, scratch_large = 0;
-  for (std::size_t bytes : {4 * mib, 8 * mib}) {
+  const std::size_t small = std::max(4 * mib, 2 * bound), large = 2 * small;
+  for (std::size_t bytes : {small, large}) {
     const std::size_t n = bytes / sizeof(double) + 13;  // not a multiple of the chunk
     auto p = collc::make_allreduce<double>(MPI_COMM_WORLD, n, o);
     INFO("allreduce of " << bytes << " B: chunk " << p.chunk_elements() << " x " << p.executions_per_call());
@@ -255,8 +258,8 @@ TEST_CASE("large messages run in bounded chunks", "[backend][mpi][plan][chunks]"
     CHECK(p.shm_bytes_per_rank() <= bound + flags_slack);
     CHECK(p.scratch_bytes_per_rank() <= bound);
     CHECK(p.stage_bytes_per_rank() <= bound);
-    (bytes == 4 * mib ? shm_small : shm_large) = p.shm_bytes_per_rank();
-    (bytes == 4 * mib ? scratch_small : scratch_large) = p.scratch_bytes_per_rank();
+    (bytes == small ? shm_small : shm_large) = p.shm_bytes_per_rank();
+    (bytes == small ? scratch_small : scratch_large) = p.scratch_bytes_per_rank();
     for (int it = 0; it < 2; ++it) CHECK(all_ranks(run_once(p, MPI_COMM_WORLD, it == 1, it).empty()));
   }
   CHECK(shm_small == shm_large);  // memory does not grow with the message
@@ -283,6 +286,32 @@ TEST_CASE("a rank waiting for a signal completes its started sends", "[.progress
   o.timeout_s = 20;  // a hang fails as a collc timeout naming the waiting ranks
   const std::size_t per_block = 3 * (std::size_t{1} << 20) / sizeof(std::int64_t) / static_cast<std::size_t>(P) + 5;
   check<std::int64_t>(collective::allgather, MPI_COMM_WORLD, per_block, 0, 60, o);
+}
+
+TEST_CASE("between nodes the default chunk is the network chunk; a chosen one is kept",
+          "[backend][mpi][plan][chunks]") {
+  const int P = world_size();
+  collc::plan_options o;
+  const bool across_nodes = collc::make_allreduce<double>(MPI_COMM_WORLD, 1, o).node_of_program().back() > 0;
+  const std::size_t n = (std::size_t{1} << 20) / sizeof(double) + 3;  // 1 MiB and a bit
+  auto by_default = collc::make_allreduce<double>(MPI_COMM_WORLD, n, o);
+  INFO("P = " << P << (across_nodes ? ", across nodes" : ", one node") << ": chunk " << by_default.chunk_elements()
+              << " x " << by_default.executions_per_call());
+  // 256 KiB chunks on one node; one chunk of 4 MiB between nodes (each
+  // chunk costs a network round per step there).
+  if (across_nodes)
+    CHECK(by_default.executions_per_call() == 1u);
+  else if (P > 1)
+    CHECK(by_default.executions_per_call() > 1u);
+  CHECK(by_default.name().find(across_nodes ? "chunk_bytes=4194304" : "chunk_bytes=262144") != std::string::npos);
+  o.chunk_bytes = std::size_t{256} << 10;  // chosen: kept between nodes too
+  auto chosen = collc::make_allreduce<double>(MPI_COMM_WORLD, n, o);
+  if (P > 1) CHECK(chosen.executions_per_call() > 1u);
+  CHECK(chosen.name().find("chunk_bytes=262144") != std::string::npos);
+  for (int it = 0; it < 2; ++it) {
+    CHECK(all_ranks(run_once(by_default, MPI_COMM_WORLD, it == 1, it).empty()));
+    CHECK(all_ranks(run_once(chosen, MPI_COMM_WORLD, it == 1, it).empty()));
+  }
 }
 
 TEST_CASE("small chunks: many executions per call and a tail, non-commutative", "[backend][mpi][plan][chunks]") {

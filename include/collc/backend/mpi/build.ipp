@@ -30,9 +30,10 @@ COLLC_INLINE algo::schedule default_for(collective coll, int P, std::size_t byte
   if (one_node) return algo::default_schedule(coll, P, bytes, commutative, node_of, node_cores);
   algo::select_options opt;
   if (auto m = machine_model_from_env()) opt.model = *m;
-  // The chunk plans run with (COLLC_CHUNK_BYTES, else the default;
-  // plan_options::chunk_bytes is not seen here).
-  opt.chunk_bytes = resolve(plan_options{}).chunk_bytes;
+  // The chunk a plan between nodes runs with by default (COLLC_CHUNK_BYTES
+  // when set; plan_options::chunk_bytes is not seen here).
+  const resolved_options env = resolve(plan_options{});
+  opt.chunk_bytes = env.chunk_bytes_given ? env.chunk_bytes : default_net_chunk_bytes;
   return algo::select(coll, P, bytes, commutative, node_of, {}, opt);
 }
 

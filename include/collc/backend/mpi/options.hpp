@@ -27,7 +27,8 @@ enum class on_timeout : std::uint8_t { throw_error, abort };
 /// then to a default:
 ///   ranks_per_node  COLLC_RANKS_PER_NODE  0 = physical nodes (MPI_COMM_TYPE_SHARED)
 ///   placement       COLLC_PLACEMENT       block | round_robin   (pseudo-nodes only)
-///   chunk_bytes     COLLC_CHUNK_BYTES     256 KiB: bound on shm and scratch per rank
+///   chunk_bytes     COLLC_CHUNK_BYTES     256 KiB (4 MiB with messages between nodes): bound on shm
+///                                         and scratch per rank
 ///   timeout_s       COLLC_TIMEOUT         60 seconds (inf: never)
 ///   timeout_action  COLLC_ON_TIMEOUT      throw | abort
 ///   checks          COLLC_ENABLE_CHECKS   1|0, yes|no, true|false, on|off: verify the program at setup
@@ -63,6 +64,13 @@ struct plan_options {
 namespace collc::mpi {
 
 inline constexpr std::size_t default_chunk_bytes = std::size_t{256} << 10;
+/// The chunk of a plan with messages between nodes when neither
+/// plan_options::chunk_bytes nor COLLC_CHUNK_BYTES sets one. A plan runs its
+/// chunks one after another, and between nodes each step of a chunk is a
+/// network round: with 256 KiB chunks a 1 MiB allreduce over TCP at P = 2
+/// made 7 rounds of ~25 us and took 1.26x MPI_Allreduce's time, with 4 MiB
+/// chunks 0.84x (docs/benchmarks.md, "Between nodes").
+inline constexpr std::size_t default_net_chunk_bytes = std::size_t{4} << 20;
 inline constexpr double default_timeout_s = 60.0;
 
 /// plan_options with every field decided.
@@ -70,6 +78,8 @@ struct resolved_options {
   int ranks_per_node = 0;
   collc::placement place = collc::placement::block;
   std::size_t chunk_bytes = default_chunk_bytes;
+  bool chunk_bytes_given =
+      false;  ///< by plan_options or COLLC_CHUNK_BYTES (else the engine may pick the network chunk)
   double timeout_s = default_timeout_s;
   on_timeout timeout_action = on_timeout::throw_error;
   bool checks = false;

@@ -120,6 +120,7 @@ COLLC_INLINE resolved_options resolve(const plan_options& o) {
     if (auto v = env_value("COLLC_CHUNK_BYTES"))
       r.chunk_bytes = static_cast<std::size_t>(parse_env_integer(
           "COLLC_CHUNK_BYTES", *v, static_cast<std::uint64_t>(std::numeric_limits<std::size_t>::max())));
+  r.chunk_bytes_given = r.chunk_bytes != 0;
   if (r.chunk_bytes == 0) r.chunk_bytes = default_chunk_bytes;
   // A NaN timeout compares false with every wait, so it would never fire.
   if (!(o.timeout_s >= 0)) {
