@@ -584,6 +584,20 @@ TEST_CASE("deadlock: waits and recvs that can never complete", "[ir][verify][dea
     CHECK(r.rank == 1);
     CHECK(mentions(r, "send to rank 0 tag 7 has no matching recv"));
   }
+  SECTION("a fence waits for its sends to be received") {
+    // Live with buffered sends only: under rendezvous each fence waits for
+    // the peer's recv, which comes after the peer's own fence.
+    auto p = net_allreduce_2(2);
+    for (auto& c : p.code) c.insert(c.begin() + 1, fence{});
+    auto r = verify(p);
+    INFO(r.to_string());
+    CHECK(r.failed == property::deadlock);
+    CHECK(r.rank == 0);
+    CHECK(r.index == 1);
+    CHECK(mentions(r, "a fence completes its send to rank 1 tag 7 (instruction 0, execution 0) only once that rank "
+                      "receives it"));
+    CHECK(mentions(r, "rank 1 is itself blocked at instruction 1"));
+  }
   SECTION("a recv ordered before the matching send on the peer") {
     auto p = net_allreduce_2(2);
     std::swap(p.code[0][0], p.code[0][1]);

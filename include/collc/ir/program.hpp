@@ -30,7 +30,9 @@
 ///    must stay untouched until the end of the execution or the next fence.
 ///  - recv:   block until the matching message (k-th send from peer with the
 ///    same tag matches the k-th recv) has been written into dst.
-///  - fence:  complete every send/recv this rank has started.
+///  - fence:  complete every send/recv this rank has started. A send is
+///    complete once its receiver has received it (MPI may send by
+///    rendezvous), and so is every send at the end of an execution.
 ///  The same program runs for every execution of a plan; the signal structure
 ///  (signals per flag per rank) is therefore fixed, which is what lets a wait
 ///  name its target relative to the current execution.

@@ -30,11 +30,19 @@
 /// the sender's next fence (or the end of the execution), and any write to it
 /// before then is reported.
 ///
+/// Sends. A send never blocks, but a fence, and the end of an execution
+/// (where the engine completes the execution's sends), wait until every send
+/// the rank started has been received: MPI completes a large standard-mode
+/// send only once its receive is posted (rendezvous), and the engine posts a
+/// receive at its recv. A program that is live only with buffered sends
+/// (send, fence, recv on both sides of a pair) is a deadlock.
+///
 /// Scheduling. Ranks run round robin, each until it blocks (wait threshold not
 /// reached, recv without a message). This single greedy run is conclusive:
 ///  - a blocked instruction, once enabled, stays enabled until its own rank
-///    executes it: flags only grow, and only the receiving rank removes
-///    messages from its channels, while sends never block;
+///    executes it: flags only grow, only the receiving rank removes messages
+///    from its channels, sends never block, and a blocked rank's sends only
+///    get received (so a fence, once enabled, stays so);
 ///  - no rank's control flow depends on data, and which signal a wait or which
 ///    send a recv pairs with is fixed by counting, not by timing.
 /// So every schedule executes the same instructions with the same

@@ -12,6 +12,7 @@
 #include <collc/ir/verify/results.ipp>
 #include <collc/ir/verify/sequence.ipp>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -34,6 +35,7 @@ class simulation {
         clocks_(s.ranks),
         results_(s, exprs_),
         states_(static_cast<std::size_t>(s.ranks)),
+        unreceived_(static_cast<std::size_t>(s.ranks)),
         flag_count_(s.slots(), 0),
         snapshots_(s.slots()) {}
 
@@ -53,7 +55,7 @@ class simulation {
       if (all_done) break;
       if (!progress) {
         // A deadlock outranks a wrong result of a later execution.
-        const stuck_run stuck{s_, states_, flag_count_};
+        const stuck_run stuck{s_, states_, flag_count_, unreceived_};
         if (!deferred_ || deferred_->execution >= stuck.blocked_execution()) return stuck.report();
         break;
       }
@@ -141,6 +143,7 @@ class simulation {
     m.vc.assign(v, v + s_.ranks);
     mem_.note_send(r, src, ins.count, pc, state(r).execution);
     messages_[s_.channel(r, ins.peer, ins.tag)].push_back(std::move(m));
+    unreceived_[static_cast<std::size_t>(r)].push_back({ins.peer, ins.tag, pc, state(r).execution});
     return step::progressed;
   }
   step exec_recv(int r, const recv& ins, tick now) {
@@ -148,6 +151,10 @@ class simulation {
     if (it == messages_.end() || it->second.empty()) return step::blocked;
     message m = std::move(it->second.front());
     it->second.pop_front();
+    // Messages of one channel arrive in order: this is the sender's oldest to r with this tag.
+    auto& sent = unreceived_[static_cast<std::size_t>(ins.peer)];
+    sent.erase(std::find_if(sent.begin(), sent.end(),
+                            [&](const unreceived_send& u) { return u.to == r && u.tag == ins.tag; }));
     clocks_.join(r, m.vc.data());
     const std::size_t d = mem_.loc(ins.dst, shm_shift_);
     const tick* v = clocks_.of(r);
@@ -206,6 +213,8 @@ class simulation {
         continue;
       }
       if (st.pc == L) {
+        // The engine completes the execution's sends before it returns.
+        if (!unreceived_[static_cast<std::size_t>(r)].empty()) return moved ? step::progressed : step::blocked;
         ++st.execution;
         st.pc = -1;
         continue;
@@ -221,7 +230,13 @@ class simulation {
         case 3: result = exec_wait(r, std::get<wait>(ins), st.execution); break;
         case 4: result = exec_send(r, std::get<send>(ins), st.pc); break;
         case 5: result = exec_recv(r, std::get<recv>(ins), now); break;
-        case 6: mem_.complete_sends(r, now, clocks_.of(r)); break;
+        case 6:
+          if (!unreceived_[static_cast<std::size_t>(r)].empty()) {
+            result = step::blocked;  // a fence completes the rank's sends: each must be received
+            break;
+          }
+          mem_.complete_sends(r, now, clocks_.of(r));
+          break;
       }
       if (result == step::failed) return result;
       if (result == step::blocked) return moved ? step::progressed : step::blocked;
@@ -237,6 +252,7 @@ class simulation {
   vector_clocks clocks_;
   result_checker results_;
   std::vector<rank_state> states_;
+  std::vector<std::vector<unreceived_send>> unreceived_;  // [rank]: its sends not yet received, oldest first
   std::vector<std::int64_t> flag_count_;      // signals so far, per (rank, flag)
   std::vector<std::vector<tick>> snapshots_;  // per (rank, flag): the vector clock of each signal
   std::unordered_map<std::uint64_t, std::deque<message>> messages_;
