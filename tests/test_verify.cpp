@@ -594,8 +594,9 @@ TEST_CASE("deadlock: waits and recvs that can never complete", "[ir][verify][dea
     CHECK(r.failed == property::deadlock);
     CHECK(r.rank == 0);
     CHECK(r.index == 1);
-    CHECK(mentions(r, "a fence completes its send to rank 1 tag 7 (instruction 0, execution 0) only once that rank "
-                      "receives it"));
+    CHECK(mentions(r,
+                   "a fence completes its send to rank 1 tag 7 (instruction 0, execution 0) only once that rank "
+                   "receives it"));
     CHECK(mentions(r, "rank 1 is itself blocked at instruction 1"));
   }
   SECTION("a recv ordered before the matching send on the peer") {

@@ -48,7 +48,9 @@ struct stuck_run {
   }
   /// Rank r waits for its sends to be received (at a fence or at the end).
   [[nodiscard]] bool completing_sends(int r) const { return at_end(r) || std::holds_alternative<fence>(blocked_at(r)); }
-  [[nodiscard]] const unreceived_send& oldest_send(int r) const { return unreceived[static_cast<std::size_t>(r)].front(); }
+  [[nodiscard]] const unreceived_send& oldest_send(int r) const {
+    return unreceived[static_cast<std::size_t>(r)].front();
+  }
 
   /// The earliest execution a rank is stuck in.
   [[nodiscard]] int blocked_execution() const {

@@ -253,8 +253,8 @@ class simulation {
   result_checker results_;
   std::vector<rank_state> states_;
   std::vector<std::vector<unreceived_send>> unreceived_;  // [rank]: its sends not yet received, oldest first
-  std::vector<std::int64_t> flag_count_;      // signals so far, per (rank, flag)
-  std::vector<std::vector<tick>> snapshots_;  // per (rank, flag): the vector clock of each signal
+  std::vector<std::int64_t> flag_count_;                  // signals so far, per (rank, flag)
+  std::vector<std::vector<tick>> snapshots_;              // per (rank, flag): the vector clock of each signal
   std::unordered_map<std::uint64_t, std::deque<message>> messages_;
   std::size_t shm_shift_ = 0;              // shm copy of the executing rank's execution
   std::optional<verify_result> race_;      // stops the run
