@@ -10,6 +10,7 @@
 #include <collc/plan.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -286,6 +287,38 @@ TEST_CASE("a rank waiting for a signal completes its started sends", "[.progress
   o.timeout_s = 20;  // a hang fails as a collc timeout naming the waiting ranks
   const std::size_t per_block = 3 * (std::size_t{1} << 20) / sizeof(std::int64_t) / static_cast<std::size_t>(P) + 5;
   check<std::int64_t>(collective::allgather, MPI_COMM_WORLD, per_block, 0, 60, o);
+}
+
+// The same for a caller that polls test() instead of blocking: each test()
+// that finds the call waiting for a signal tests the rank's started sends
+// (before, it returned without any MPI call, so a large send never finished).
+TEST_CASE("a caller polling test() completes its started sends", "[.progress]") {
+  const int P = world_size(), me = comm_rank(MPI_COMM_WORLD);
+  collc::plan_options o;
+  o.chunk_bytes = std::size_t{4} << 20;
+  o.timeout_s = 20;
+  const std::size_t n = 3 * (std::size_t{1} << 20) / sizeof(std::int64_t) / static_cast<std::size_t>(P) + 5;
+  auto p = collc::make_allgather<std::int64_t>(MPI_COMM_WORLD, n, o);
+  std::vector<std::int64_t> mine(n), all(n * static_cast<std::size_t>(P));
+  for (int it = 0; it < 20; ++it) {
+    const auto value = [&](int r, std::size_t i) { return std::int64_t{r} * 1000003 + it * 7919 + std::int64_t(i); };
+    for (std::size_t i = 0; i < n; ++i) mine[i] = value(me, i);
+    std::fill(all.begin(), all.end(), -1);
+    p.start(mine, all);
+    const auto t0 = std::chrono::steady_clock::now();
+    bool done = false;
+    while (!(done = p.test()) && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+    }
+    INFO("call " << it << " on rank " << me);
+    const bool everyone = all_ranks(done);
+    CHECK(everyone);
+    if (!done) p.wait();  // the blocking wait's timeout ends the test if this hangs too
+    std::size_t wrong = 0;
+    for (int r = 0; r < P; ++r)
+      for (std::size_t i = 0; i < n; ++i) wrong += all[static_cast<std::size_t>(r) * n + i] != value(r, i);
+    CHECK(all_ranks(wrong == 0));
+    if (!everyone) break;  // one stuck call is the finding
+  }
 }
 
 TEST_CASE("between nodes the default chunk is the network chunk; a chosen one is kept",
