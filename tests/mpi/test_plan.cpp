@@ -280,13 +280,23 @@ TEST_CASE("large messages run in bounded chunks", "[backend][mpi][plan][chunks]"
 // once drove MPI with MPI_Iprobe there, which progresses nothing when an
 // early message of the next execution is queued: this allgather (two
 // executions of ~210 KB messages) then hung in about one run in six.
-TEST_CASE("a rank waiting for a signal completes its started sends", "[.progress]") {
-  const int P = world_size();
+namespace progress_case {
+/// 4 MiB chunks: two executions of ~210 KB messages at P = 8; a hang fails as
+/// a collc timeout naming the waiting ranks.
+collc::plan_options options() {
   collc::plan_options o;
   o.chunk_bytes = std::size_t{4} << 20;
-  o.timeout_s = 20;  // a hang fails as a collc timeout naming the waiting ranks
-  const std::size_t per_block = 3 * (std::size_t{1} << 20) / sizeof(std::int64_t) / static_cast<std::size_t>(P) + 5;
-  check<std::int64_t>(collective::allgather, MPI_COMM_WORLD, per_block, 0, 60, o);
+  o.timeout_s = 20;
+  return o;
+}
+/// Elements per block: 3 MiB of int64 in all.
+std::size_t block() {
+  return 3 * (std::size_t{1} << 20) / sizeof(std::int64_t) / static_cast<std::size_t>(world_size()) + 5;
+}
+}  // namespace progress_case
+
+TEST_CASE("a rank waiting for a signal completes its started sends", "[.progress]") {
+  check<std::int64_t>(collective::allgather, MPI_COMM_WORLD, progress_case::block(), 0, 60, progress_case::options());
 }
 
 // The same for a caller that polls test() instead of blocking: each test()
@@ -294,11 +304,8 @@ TEST_CASE("a rank waiting for a signal completes its started sends", "[.progress
 // (before, it returned without any MPI call, so a large send never finished).
 TEST_CASE("a caller polling test() completes its started sends", "[.progress]") {
   const int P = world_size(), me = comm_rank(MPI_COMM_WORLD);
-  collc::plan_options o;
-  o.chunk_bytes = std::size_t{4} << 20;
-  o.timeout_s = 20;
-  const std::size_t n = 3 * (std::size_t{1} << 20) / sizeof(std::int64_t) / static_cast<std::size_t>(P) + 5;
-  auto p = collc::make_allgather<std::int64_t>(MPI_COMM_WORLD, n, o);
+  const std::size_t n = progress_case::block();
+  auto p = collc::make_allgather<std::int64_t>(MPI_COMM_WORLD, n, progress_case::options());
   std::vector<std::int64_t> mine(n), all(n * static_cast<std::size_t>(P));
   for (int it = 0; it < 20; ++it) {
     const auto value = [&](int r, std::size_t i) { return std::int64_t{r} * 1000003 + it * 7919 + std::int64_t(i); };

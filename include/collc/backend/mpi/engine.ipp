@@ -76,7 +76,7 @@ COLLC_INLINE engine::engine(MPI_Comm comm, plan_shape shape, const resolved_opti
   map_ = make_placement(node_keys(reg_->physical_leaders(), opt_.ranks_per_node, opt_.place), order_sensitive);
   // Across nodes the default chunk is the network's (options.hpp,
   // default_net_chunk_bytes); every rank decides alike (same placement).
-  if (map_.nodes > 1 && !opt_.chunk_bytes_given) opt_.chunk_bytes = std::max(opt_.chunk_bytes, default_net_chunk_bytes);
+  if (map_.nodes > 1 && !opt_.chunk_bytes_given) opt_.chunk_bytes = default_net_chunk_bytes;
   prog_rank_ = map_.prog_of_comm[static_cast<std::size_t>(rank_)];
   node_id_ = map_.node_of[static_cast<std::size_t>(prog_rank_)];
   node_first_ = map_.node_first(node_id_);

@@ -78,8 +78,9 @@ struct resolved_options {
   int ranks_per_node = 0;
   collc::placement place = collc::placement::block;
   std::size_t chunk_bytes = default_chunk_bytes;
-  bool chunk_bytes_given =
-      false;  ///< by plan_options or COLLC_CHUNK_BYTES (else the engine may pick the network chunk)
+  /// chunk_bytes came from plan_options or COLLC_CHUNK_BYTES (else the
+  /// engine takes default_net_chunk_bytes for a plan between nodes).
+  bool chunk_bytes_given = false;
   double timeout_s = default_timeout_s;
   on_timeout timeout_action = on_timeout::throw_error;
   bool checks = false;
