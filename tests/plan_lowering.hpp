@@ -2,7 +2,8 @@
 // What the MPI engine lowers at setup for one plan, without MPI: the chunk
 // and tail programs of engine::lower_chunks() (ir::lower_in_chunks with the
 // engine's request: cache-line granule, blocks for reduce_scatter /
-// allgather, the root and the node map in program ranks). Shared by
+// allgather, the root and the node map in program ranks; between nodes in
+// ir::engine_form, as the engine binds them). Shared by
 // tests/test_layout.cpp and tests/test_sequence.cpp, so both check the
 // programs the engine binds.
 #include <collc/algo/lower.hpp>
@@ -27,7 +28,7 @@ inline collc::ir::chunked lower_like_engine(const collc::algo::schedule& s, coll
                                       q.granule = collc::ir::line_granule(elem);
                                       q.block_stride = stride;
                                       q.node_of = node_of;
-                                      return collc::algo::lower(s, q);
+                                      return collc::ir::engine_form(collc::algo::lower(s, q));
                                     });
 }
 

@@ -283,6 +283,43 @@ TEST_CASE("receive_into_destination receives and copies straight into the destin
         prog({{"recv <-r1 tag 0 shm@0+0 x4", "signal f0"}, {"send ->r0 tag 0 send+0 x4"}}));
 }
 
+TEST_CASE("receive_into_destination splits a copy-out of several temporaries", "[ir][passes][forward]") {
+  // What lowering between nodes makes of copy-in's allgather: one receive per
+  // peer into consecutive scratch, one merged copy out. Each temporary is the
+  // first part of what is left of the copy, so each receive lands in its
+  // block of recv and the copy disappears.
+  CHECK(receive_into_destination(prog(
+            {{"recv <-r1 tag 1 scratch+0 x4", "recv <-r2 tag 1 scratch+4 x4", "fence", "copy recv+4 <- scratch+0 x8"},
+             {"send ->r0 tag 1 send+0 x4"},
+             {"send ->r0 tag 1 send+0 x4"}})) ==
+        prog({{"recv <-r1 tag 1 recv+4 x4", "recv <-r2 tag 1 recv+8 x4", "fence"},
+              {"send ->r0 tag 1 send+0 x4"},
+              {"send ->r0 tag 1 send+0 x4"}}));
+  // The last part: the copy shrinks to the part still in scratch.
+  CHECK(receive_into_destination(
+            prog({{"copy scratch+0 <- shm@0+0 x4", "recv <-r1 tag 1 scratch+4 x4", "copy recv+0 <- scratch+0 x8"},
+                  {"send ->r0 tag 1 send+0 x4"}})) ==
+        prog({{"copy recv+0 <- shm@0+0 x4", "recv <-r1 tag 1 recv+4 x4"}, {"send ->r0 tag 1 send+0 x4"}}));
+  // A temporary in the middle of the copy's source waits until its neighbours
+  // are gone: receive_into_destination leaves it, shorten_data_paths (which
+  // repeats) finishes it.
+  const program middle = prog({{"recv <-r1 tag 1 scratch+4 x4", "recv <-r2 tag 1 scratch+0 x4",
+                                "recv <-r3 tag 1 scratch+8 x4", "copy recv+0 <- scratch+0 x12"},
+                               {"send ->r0 tag 1 send+0 x4"},
+                               {"send ->r0 tag 1 send+0 x4"},
+                               {"send ->r0 tag 1 send+0 x4"}});
+  CHECK(receive_into_destination(middle) == prog({{"recv <-r1 tag 1 scratch+4 x4", "recv <-r2 tag 1 recv+0 x4",
+                                                   "recv <-r3 tag 1 recv+8 x4", "copy recv+4 <- scratch+4 x4"},
+                                                  {"send ->r0 tag 1 send+0 x4"},
+                                                  {"send ->r0 tag 1 send+0 x4"},
+                                                  {"send ->r0 tag 1 send+0 x4"}}));
+  CHECK(shorten_data_paths(middle) ==
+        prog({{"recv <-r1 tag 1 recv+4 x4", "recv <-r2 tag 1 recv+0 x4", "recv <-r3 tag 1 recv+8 x4"},
+              {"send ->r0 tag 1 send+0 x4"},
+              {"send ->r0 tag 1 send+0 x4"},
+              {"send ->r0 tag 1 send+0 x4"}}));
+}
+
 TEST_CASE("receive_into_destination leaves temporaries that are more than that", "[ir][passes][forward]") {
   const std::vector<program> unchanged = {
       // scratch+0 is read again later (it would no longer hold the message)
@@ -314,6 +351,11 @@ TEST_CASE("receive_into_destination leaves temporaries that are more than that",
             {"recv <-r0 tag 1 recv+0 x4", "send ->r0 tag 0 send+0 x4"}}),
       // the copy would overlap its own source
       prog({{"copy scratch+0 <- recv+2 x4", "copy recv+0 <- scratch+0 x4"}}),
+      // the temporary is only the middle of the copy's source, and the parts
+      // around it are not temporaries
+      prog({{"copy scratch+0 <- send+0 x12", "recv <-r1 tag 0 scratch+4 x4", "copy recv+0 <- scratch+0 x12",
+             "copy recv+12 <- scratch+0 x4"},
+            {"send ->r0 tag 0 send+0 x4"}}),
   };
   for (const auto& p : unchanged) CHECK(receive_into_destination(p) == p);
   const program base = shm_allreduce({4, 10, 3, false, false});

@@ -147,7 +147,7 @@ TEST_CASE("every plan's sequence verifies around chunk boundaries", "[ir][sequen
                        collective::bcast}) {
     for (int P = 1; P <= 8; ++P) {
       std::vector<std::vector<int>> layouts = {{}};
-      for (int L : {2, 3})
+      for (int L : {1, 2, 3})  // pseudo-nodes; L = 1: every rank its own node
         if (P > L) {
           std::vector<int> n;
           for (int r = 0; r < P; ++r) n.push_back(r / L);
@@ -302,4 +302,81 @@ TEST_CASE("in-place safety: every send element is read before it is overwritten"
   // Allgather: rank 1's send is its own block of recv (elements 10..20); other blocks are free.
   CHECK(safe({copy{out(0), peer(0), 10}, copy{out(10), in(0), 10}}, collective::allgather));
   CHECK_FALSE(safe({copy{out(10), peer(0), 10}, copy{shm(0), in(0), 10}}, collective::allgather));
+}
+
+TEST_CASE("receives posted when an execution starts: only where nothing earlier touches their place",
+          "[ir][sequence][early]") {
+  // Rank 1's code of a two-rank program (rank 0 sends what rank 1 receives).
+  auto early = [&](std::vector<instruction> code, collective c = collective::allreduce) {
+    program p;
+    p.coll = c;
+    p.ranks = 2;
+    p.count = 10;
+    p.shm_count = 100;
+    p.scratch_count = 100;
+    p.flags = 1;
+    p.node_of = {0, 1};
+    p.code.resize(2);
+    p.code[1] = std::move(code);
+    return receives_at_start(p, 1);
+  };
+  using flags = std::vector<bool>;
+  const auto in = [](std::size_t o) { return ref{buffer::send, 1, o}; };
+  const auto out = [](std::size_t o) { return ref{buffer::recv, 1, o}; };
+  const auto tmp = [](std::size_t o) { return ref{buffer::scratch, 1, o}; };
+  const auto shm = [](std::size_t o) { return ref{buffer::shm, 1, o}; };
+  // Fresh scratch and an untouched part of recv: both early; other instructions never are.
+  CHECK(early({send{0, in(0), 10, 1}, recv{0, tmp(0), 10, 1}, recv{0, out(0), 5, 2}, fence{}}) ==
+        flags{false, true, false, false});  // recv+0 is send+0 in place: the send reads it
+  CHECK(early({recv{0, tmp(0), 10, 1}, recv{0, out(0), 10, 2}}) == flags{true, true});
+  // Its place was read (a send from scratch) or written before: where it stands.
+  CHECK(early({send{0, tmp(0), 10, 1}, recv{0, tmp(5), 10, 2}}) == flags{false, false});
+  CHECK(early({copy{tmp(0), in(0), 10}, recv{0, tmp(9), 1, 2}}) == flags{false, false});
+  CHECK(early({copy{tmp(0), in(0), 10}, recv{0, tmp(10), 1, 2}}) == flags{false, true});
+  // In place the send is recv: a copy that reads send[3..8) covers recv[3..8).
+  CHECK(early({copy{shm(0), in(3), 5}, recv{0, out(0), 3, 1}, recv{0, out(7), 3, 2}}) == flags{false, true, false});
+  // Allgather in place: rank 1's send is recv block 1 (elements 10..20).
+  CHECK(early({send{0, in(0), 10, 1}, recv{0, out(0), 10, 1}, recv{0, out(12), 2, 2}}, collective::allgather) ==
+        flags{false, true, false});
+  // Shared memory is never posted early: other ranks may see it.
+  CHECK(early({recv{0, shm(0), 10, 1}}) == flags{false});
+  // MPI matches in posting order: once a receive from (peer, tag) stays in
+  // place, later ones from the same peer and tag do too.
+  CHECK(early({copy{tmp(0), in(0), 10}, recv{0, tmp(0), 5, 3}, recv{0, tmp(20), 5, 3}, recv{0, tmp(30), 5, 4}}) ==
+        flags{false, false, false, true});
+}
+
+TEST_CASE("between nodes the engine's programs receive straight into their destination", "[ir][sequence][early]") {
+  // Copy-in allgather, every rank its own node: lowered, each peer's block
+  // goes through scratch and one copy; in the engine's form it is received
+  // into its block of recv, and every receive is posted at the start.
+  collc::algo::lower_request q;
+  q.coll = collective::allgather;
+  q.ranks = 4;
+  q.count = 16;
+  q.node_of = {0, 1, 2, 3};
+  const program lowered = collc::algo::lower(collc::algo::schedule::copy_in(), q);
+  const program bound = engine_form(lowered);
+  REQUIRE(verify(bound, {.executions = 3}).to_string() == "ok");
+  for (int r = 0; r < 4; ++r) {
+    INFO("rank " << r);
+    std::size_t receives = 0, copies = 0, early = 0;
+    const auto at_start = receives_at_start(bound, r);
+    for (std::size_t i = 0; i < bound.code[static_cast<std::size_t>(r)].size(); ++i) {
+      const auto& ins = bound.code[static_cast<std::size_t>(r)][i];
+      if (const auto* v = std::get_if<recv>(&ins)) {
+        ++receives;
+        CHECK(v->dst.buf == buffer::recv);
+        early += at_start[i] ? 1 : 0;
+      }
+      copies += std::holds_alternative<copy>(ins) ? 1 : 0;
+    }
+    CHECK(receives == 3);
+    CHECK(early == 3);
+    CHECK(copies == 1);  // its own block
+  }
+  // On one node the engine binds the program as lowered.
+  q.node_of = {};
+  const program one_node = collc::algo::lower(collc::algo::schedule::copy_in(), q);
+  CHECK(engine_form(one_node) == one_node);
 }

@@ -9,6 +9,8 @@
 ///   receive_into_destination  `recv X; ...; copy D <- X` -> `recv D` (same for a
 ///                             copy or reduce into X) when X is used nowhere else
 ///   drop_redundant_waits      waits already implied by what the rank knows
+///   shorten_data_paths        the first two in turn to a fixpoint (what the MPI
+///                             engine applies between nodes: ir::engine_form)
 ///   optimize                  all of them, in the order documented there
 ///
 /// The passes never renumber flags, change signals, sends or buffer sizes, so
@@ -52,15 +54,19 @@ program merge_adjacent(program p);
 
 /// Writes data straight to its final place: when an instruction (recv, copy
 /// or reduce) writes a temporary X in scratch or shm and X's only use is a
-/// later `copy D <- X` of the same count on the same rank, the instruction
-/// writes D and the copy goes. Applies only when X is touched by nothing else
+/// later `copy D <- X` on the same rank, the instruction writes D and the
+/// copy goes. X may also be the first or last part of the copy's source (a
+/// copy-out that merge_adjacent made of several temporaries'): then the copy
+/// shrinks to the rest. Applies only when X is touched by nothing else
 /// (any rank, any execution), nothing between the two touches D, no send
 /// still reading D is pending, and, if D is shared memory, no
 /// synchronisation lies between the two (so no other rank can tell).
 /// Example: `recv <-r4 tag 0 scratch+0 x8; copy recv+8 <- scratch+0 x8` -> `recv <-r4 tag 0 recv+8 x8`,
-///          `copy scratch+0 <- shm@2+0 x8; copy recv+0 <- scratch+0 x8` -> `copy recv+0 <- shm@2+0 x8`
+///          `copy scratch+0 <- shm@2+0 x8; copy recv+0 <- scratch+0 x8` -> `copy recv+0 <- shm@2+0 x8`,
+///          `recv <-r1 scratch+0 x4; recv <-r2 scratch+4 x4; fence; copy recv+4 <- scratch+0 x8`
+///            -> `recv <-r1 recv+4 x4; recv <-r2 recv+8 x4; fence`
 ///   auto q = collc::ir::receive_into_destination(p);
-/// Not done (yet): partial copies out of X, or X read by several copies.
+/// Not done (yet): X in the middle of a copy's source, or X read by several copies.
 program receive_into_destination(program p);
 
 /// Removes every wait whose condition the rank already knows to hold at that
@@ -79,14 +85,20 @@ program receive_into_destination(program p);
 ///   auto q = collc::ir::drop_redundant_waits(p);
 program drop_redundant_waits(program p);
 
+/// merge_adjacent and receive_into_destination in turn until neither changes
+/// anything: the data-movement passes, without touching a signal or a
+/// wait. The MPI engine binds programs that span nodes in this form
+/// (ir::engine_form in sequence.hpp), and verifies what it binds. Every change
+/// removes an instruction or shrinks a copy, so this ends.
+///   auto q = collc::ir::shorten_data_paths(collc::algo::lower(schedule, request));
+program shorten_data_paths(program p);
+
 /// All passes: drop_redundant_waits first (its analysis only looks at
 /// signals and waits, which the other passes never touch, and fewer waits
 /// leave adjacent copies to merge and let forwarding cross fewer
-/// synchronisations), then merge_adjacent and receive_into_destination in
-/// turn until neither removes an instruction (merging pieces can make a
+/// synchronisations), then shorten_data_paths (merging pieces can make a
 /// temporary's write and its copy-out match in size; forwarding turns
-/// `copy T <- S; copy D <- T` into direct copies that may now be contiguous;
-/// every change removes an instruction, so this ends).
+/// `copy T <- S; copy D <- T` into direct copies that may now be contiguous).
 /// optimize(optimize(p)) == optimize(p).
 /// Example: auto q = collc::ir::optimize(collc::algo::lower(schedule, request));
 program optimize(program p);

@@ -175,10 +175,17 @@ class forwarding {
     std::size_t j = i + 1;
     while (j < code.size() && (removed_[r][j] || !touches(code[j], x, n))) ++j;
     if (j == code.size()) return false;
-    const auto* out = std::get_if<copy>(&code[j]);
-    if (out == nullptr || out->src != x || out->count != n) return false;
-    const ref d = out->dst;
-    if (overlaps(d, n, x, n)) return false;
+    auto* out = std::get_if<copy>(&code[j]);
+    if (out == nullptr || out->src.buf != x.buf || out->src.owner != x.owner) return false;
+    // X is the copy's whole source, or its first or last part (a copy that
+    // merge_adjacent made of several temporaries' copies-out): X's part of
+    // the copy goes, the rest stays at j.
+    if (x.offset < out->src.offset || x.offset + n > out->src.offset + out->count) return false;
+    const std::size_t skip = x.offset - out->src.offset;
+    const bool prefix = skip == 0, suffix = skip + n == out->count;
+    if (!prefix && !suffix) return false;
+    const ref d{out->dst.buf, out->dst.owner, out->dst.offset + skip};
+    if (overlaps(out->dst, out->count, x, n)) return false;
     // The new instruction must itself be well formed.
     if (const auto* c = std::get_if<copy>(&code[i]); c && !same_or_disjoint(d, c->src, n)) return false;
     if (const auto* c = std::get_if<reduce>(&code[i]);
@@ -218,7 +225,12 @@ class forwarding {
           if constexpr (requires { w.dst; }) w.dst = d;
         },
         code[i]);
-    removed_[r][j] = true;
+    if (prefix && suffix) {
+      removed_[r][j] = true;
+    } else {
+      if (prefix) out->src.offset += n, out->dst.offset += n;
+      out->count -= n;
+    }
     note(d, r, i);
     return true;
   }
@@ -402,19 +414,16 @@ COLLC_INLINE program drop_redundant_waits(program p) {
   return p;
 }
 
-COLLC_INLINE program optimize(program p) {
-  auto size = [](const program& q) {
-    std::size_t n = 0;
-    for (const auto& c : q.code) n += c.size();
-    return n;
-  };
-  p = drop_redundant_waits(std::move(p));
-  for (std::size_t before = size(p) + 1; size(p) < before;) {
-    before = size(p);
-    p = receive_into_destination(merge_adjacent(std::move(p)));
+COLLC_INLINE program shorten_data_paths(program p) {
+  // Every change removes an instruction or shrinks a copy, so this ends.
+  for (;;) {
+    program next = receive_into_destination(merge_adjacent(p));
+    if (next == p) return p;
+    p = std::move(next);
   }
-  return p;
 }
+
+COLLC_INLINE program optimize(program p) { return shorten_data_paths(drop_redundant_waits(std::move(p))); }
 
 COLLC_INLINE program alternate(const program& p, int copies) {
   if (copies < 2 || copies > 64)

@@ -63,6 +63,31 @@ program guarded(program p, int flags);
 /// until the next fence.
 bool in_place_safe(const program& p);
 
+/// The program the MPI engine binds for a lowered chunk program `p`: between
+/// nodes (`p.node_of` names more than one node) shorten_data_paths, so that
+/// received data goes straight to where it is used instead of through
+/// scratch and a copy (every copy a message avoids is a pass over bytes the
+/// network stack already touched); one-node programs as lowered. The engine
+/// and the tests that prove its runs call this one function.
+program engine_form(program p);
+
+/// Which of rank r's instructions are receives the engine posts when an
+/// execution starts instead of where they stand (per instruction; true only
+/// for recv). Posting early lets a message land in its place as it arrives
+/// (no copy out of MPI's unexpected queue, no rendezvous round trip waiting
+/// for the receiver to get there) and lets the sender's fence complete
+/// sooner. A receive qualifies when its destination is scratch or the user's
+/// recv, no earlier instruction of the rank touches that range (the user's
+/// send counted as recv elements shift + s, as if in place, so the answer
+/// holds either way), and no earlier receive from the same peer with the same
+/// tag stays where it stands (MPI matches in posting order). Then the early
+/// write is invisible: nothing of the rank reads or writes the range before
+/// the receive, no other rank can see private memory, and MPI delivers the
+/// same message into it. Posting earlier only lets sends complete earlier, so
+/// a program verify() proves live under late posting stays live; the
+/// verifier models every receive where it stands.
+std::vector<bool> receives_at_start(const program& p, int r);
+
 /// One lowering of a chunk: `count` elements per rank (per block for
 /// reduce_scatter / allgather, blocks `block_stride` apart; 0 = dense).
 using chunk_lowering = std::function<program(std::size_t count, std::size_t block_stride)>;

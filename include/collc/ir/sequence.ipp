@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -102,6 +103,48 @@ COLLC_INLINE bool in_place_safe(const program& p) {
     }
   }
   return true;
+}
+
+COLLC_INLINE program engine_form(program p) {
+  const bool between_nodes = std::any_of(p.node_of.begin(), p.node_of.end(), [&](int n) { return n != p.node_of[0]; });
+  return between_nodes ? shorten_data_paths(std::move(p)) : p;
+}
+
+COLLC_INLINE std::vector<bool> receives_at_start(const program& p, int r) {
+  const auto& code = p.code[static_cast<std::size_t>(r)];
+  std::vector<bool> early(code.size(), false);
+  const std::size_t shift = p.coll == collective::allgather ? p.stride() * static_cast<std::size_t>(r) : 0;
+  struct span {
+    buffer buf;
+    std::size_t lo, hi;
+  };
+  std::vector<span> touched;                  // private ranges the rank touched so far
+  std::vector<std::pair<int, int>> in_place;  // (peer, tag) of receives posted where they stand
+  // The user's send seen as recv elements (in place it is that memory).
+  const auto private_span = [&](const ref& x, std::size_t n) -> std::optional<span> {
+    if (x.buf == buffer::scratch) return span{buffer::scratch, x.offset, x.offset + n};
+    if (x.buf == buffer::recv) return span{buffer::recv, x.offset, x.offset + n};
+    if (x.buf == buffer::send) return span{buffer::recv, shift + x.offset, shift + x.offset + n};
+    return std::nullopt;
+  };
+  const auto untouched = [&](const span& x) {
+    for (const span& t : touched)
+      if (t.buf == x.buf && t.lo < x.hi && x.lo < t.hi) return false;
+    return true;
+  };
+  for (std::size_t i = 0; i < code.size(); ++i) {
+    if (const auto* v = std::get_if<recv>(&code[i])) {
+      const auto at = private_span(v->dst, v->count);
+      const std::pair<int, int> key{v->peer, v->tag};
+      early[i] = at && v->dst.buf != buffer::send && untouched(*at) &&
+                 std::find(in_place.begin(), in_place.end(), key) == in_place.end();
+      if (!early[i]) in_place.push_back(key);
+    }
+    detail::pass::for_each_access(code[i], [&](const ref& x, std::size_t n, bool) {
+      if (auto at = private_span(x, n)) touched.push_back(*at);
+    });
+  }
+  return early;
 }
 
 COLLC_INLINE chunked lower_in_chunks(std::size_t count, std::size_t elem_size, std::size_t blocks,

@@ -5,6 +5,7 @@
 #include <collc/backend/mpi/binder.hpp>
 
 #include <collc/backend/mpi/handles.hpp>
+#include <collc/ir/sequence.hpp>
 
 #include <mpi.h>
 
@@ -172,6 +173,7 @@ COLLC_INLINE bound_program bind(const ir::program& prog, const bind_context& ctx
   };
 
   const auto& code = prog.code[static_cast<std::size_t>(me)];
+  const std::vector<bool> early = ir::receives_at_start(prog, me);
   for (i = 0; i < code.size(); ++i) {
     const auto src_index = static_cast<std::uint32_t>(i);
     std::visit(
@@ -240,6 +242,7 @@ COLLC_INLINE bound_program bind(const ir::program& prog, const bind_context& ctx
               b.index = add_transfer(true, ins.peer, ins.src, ins.count, ins.tag);
             else
               b.index = add_transfer(false, ins.peer, ins.dst, ins.count, ins.tag);
+            if (!is_send && early[i]) out.early_receives.push_back(b.index);
             b.peer = ins.peer;
             b.source = src_index;
             out.ops.push_back(b);

@@ -65,6 +65,9 @@ struct bound_program {
   std::vector<std::int64_t> signals;
   std::size_t count = 0;  ///< elements per block / per rank (the chunk)
   bool in_place_safe = true;
+  /// Receives (transfer indices, in program order) the engine starts when an
+  /// execution starts, not where they stand: ir::receives_at_start.
+  std::vector<std::uint32_t> early_receives;
 };
 
 /// Everything the binder needs to know about the rank and the node.

@@ -6,6 +6,7 @@
 #include <collc/algo/select.hpp>
 #include <collc/error.hpp>
 #include <collc/factors.hpp>
+#include <collc/ir/sequence.hpp>
 
 #include <span>
 
@@ -106,7 +107,9 @@ COLLC_INLINE built_plan build_plan(MPI_Comm comm, const plan_shape& shape, const
         r.node_of = q.node_of;
         // COLLC_ENABLE_CHECKS / options.checks: the engine proves the programs
         // it binds, in the order it runs them (engine::verify_runs).
-        return algo::lower(sched, r);
+        // Between nodes, received data goes straight to its destination
+        // (ir::engine_form).
+        return ir::engine_form(algo::lower(sched, r));
       });
   return {std::move(e), std::move(sched)};
 }

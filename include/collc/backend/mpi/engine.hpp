@@ -335,7 +335,7 @@ class engine {
 
   // --- execution ------------------------------------------------------------
 
-  void prepare(const bound_program& bp) {
+  void prepare(bound_program& bp) {
     const std::size_t elem = shape_.elem_size;
     const std::size_t at = call_.exec * chunk_ * elem;  // chunk base in bytes
     const std::byte* send = call_.user_send ? call_.user_send + at : nullptr;
@@ -349,6 +349,8 @@ class engine {
       const std::size_t shift = (call_.epoch & static_cast<std::uint64_t>(lay_.shm_copies - 1)) * lay_.copy_bytes;
       for (std::size_t l = 0; l < shm_base_.size(); ++l) bases_[slot_shm0 + l] = shm_base_[l] + shift;
     }
+    // The previous execution completed every transfer, so these ranges are free.
+    for (std::uint32_t t : bp.early_receives) start_transfer(bp.transfers[t]);
   }
 
   void finish(const bound_program& bp) {
