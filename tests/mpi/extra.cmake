@@ -1,7 +1,9 @@
 # Extra registrations of the MPI backend's tests (included by tests/CMakeLists.txt).
 
-# The inter-node path on one machine: pseudo-nodes of 2 and 3 ranks from the
+# The inter-node path on one machine: pseudo-nodes of 1 (every rank its own
+# node: the programs ir::engine_form shortens most), 2 and 3 ranks from the
 # environment, in blocks and round robin (ranks renumbered into blocks).
+collc_add_mpi_test(mpi_test_plan_pseudo1 mpi_test_plan RANKS 2 4 ENV COLLC_RANKS_PER_NODE=1)
 collc_add_mpi_test(mpi_test_plan_pseudo2 mpi_test_plan RANKS 2 4 5 ENV COLLC_RANKS_PER_NODE=2)
 collc_add_mpi_test(mpi_test_plan_pseudo3 mpi_test_plan RANKS 3 7 8 ENV COLLC_RANKS_PER_NODE=3)
 collc_add_mpi_test(mpi_test_plan_round_robin mpi_test_plan RANKS 4 7
@@ -70,3 +72,4 @@ set_tests_properties(mpi_thread_safety_np2 mpi_thread_safety_np4 PROPERTIES TIME
 # the order it runs them (engine::verify_runs), on one node and pseudo-nodes.
 collc_add_mpi_test(mpi_test_plan_checked mpi_test_plan RANKS 3 ENV COLLC_ENABLE_CHECKS=1)
 collc_add_mpi_test(mpi_test_plan_checked_pseudo2 mpi_test_plan RANKS 4 ENV COLLC_ENABLE_CHECKS=1 COLLC_RANKS_PER_NODE=2)
+collc_add_mpi_test(mpi_test_plan_checked_pseudo1 mpi_test_plan RANKS 3 ENV COLLC_ENABLE_CHECKS=1 COLLC_RANKS_PER_NODE=1)
