@@ -11,7 +11,6 @@
 #include <collc/error.hpp>
 #include <collc/factors.hpp>
 #include <collc/ir/program.hpp>
-#include <collc/ir/sequence.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -294,11 +293,10 @@ COLLC_INLINE std::vector<double> crossing(const ir::program& prog, const std::ve
   return out;
 }
 
-/// Re-costs `k` on the program the engine would bind (ir::engine_form of the
-/// lowered program: between nodes, messages received straight into place;
-/// ir::predict, one-byte elements, cache-line granule) and measures its
-/// traffic across `bounds`. The closed form prices trees with several
-/// roots, and every ordering of radices on a node, alike; the program does not.
+/// Re-costs `k` on its lowered program (ir::predict, one-byte elements,
+/// cache-line granule) and measures its traffic across `bounds`. The closed
+/// form prices trees with several roots, and every ordering of radices on a
+/// node, alike; the program does not.
 COLLC_INLINE void refine(candidate& k, collective c, int P, std::size_t bytes, int L, int N,
                          const std::vector<int>& bounds, const select_options& opt) {
   const pipeline pl = pipeline_of(c, P, bytes, opt);
@@ -309,7 +307,7 @@ COLLC_INLINE void refine(candidate& k, collective c, int P, std::size_t bytes, i
   q.granule = 64;
   if (N > 1)
     for (int r = 0; r < P; ++r) q.node_of.push_back(r / L);
-  const ir::program prog = ir::engine_form(lower(k.sched, q));
+  const ir::program prog = lower(k.sched, q);
   const double closed = predict(k.sched, c, P, q.count, opt.model, L == P ? 0 : L);
   const double simulated = ir::predict(prog, opt.model, 1);
   // The tail (if any) scales like the chunk.
@@ -488,7 +486,9 @@ COLLC_INLINE std::optional<schedule> override_from_env(collective c, int P, bool
   if (algo) where = collc::detail::cat("COLLC_ALGO='", *algo, "'");
   if (algo && factors) where += ' ';
   if (factors) where += collc::detail::cat("COLLC_FACTORS='", *factors, "'");
-  auto fail = [&](const error& e) { return error(e.code(), collc::detail::cat(where, ": ", e.what())); };
+  auto fail = [&](const error& e) {
+    return error(e.code(), collc::detail::cat(where, ": ", e.what()));
+  };
   std::optional<factor_set> fs;
   if (factors) {
     try {
