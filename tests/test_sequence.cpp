@@ -358,6 +358,8 @@ TEST_CASE("between nodes the engine's programs receive straight into their desti
   const program lowered = collc::algo::lower(collc::algo::schedule::copy_in(), q);
   const program bound = engine_form(lowered);
   REQUIRE(verify(bound, {.executions = 3}).to_string() == "ok");
+  CHECK(lowered.scratch_count == 48);  // three peers' blocks of 16
+  CHECK(bound.scratch_count == 0);     // none left to allocate
   for (int r = 0; r < 4; ++r) {
     INFO("rank " << r);
     std::size_t receives = 0, copies = 0, early = 0;

@@ -67,7 +67,8 @@ bool in_place_safe(const program& p);
 /// nodes (`p.node_of` names more than one node) shorten_data_paths, so that
 /// received data goes straight to where it is used instead of through
 /// scratch and a copy (every copy a message avoids is a pass over bytes the
-/// network stack already touched); one-node programs as lowered. The engine
+/// network stack already touched), and scratch trimmed to what is still
+/// used; one-node programs as lowered. The engine
 /// and the tests that prove its runs call this one function.
 program engine_form(program p);
 

@@ -107,7 +107,17 @@ COLLC_INLINE bool in_place_safe(const program& p) {
 
 COLLC_INLINE program engine_form(program p) {
   const bool between_nodes = std::any_of(p.node_of.begin(), p.node_of.end(), [&](int n) { return n != p.node_of[0]; });
-  return between_nodes ? shorten_data_paths(std::move(p)) : p;
+  if (!between_nodes) return p;
+  p = shorten_data_paths(std::move(p));
+  // Scratch that forwarding left unused at the end is not allocated.
+  std::size_t used = 0;
+  for (const auto& code : p.code)
+    for (const auto& ins : code)
+      detail::pass::for_each_access(ins, [&](const ref& x, std::size_t n, bool) {
+        if (x.buf == buffer::scratch) used = std::max(used, x.offset + n);
+      });
+  p.scratch_count = std::min(p.scratch_count, used);
+  return p;
 }
 
 COLLC_INLINE std::vector<bool> receives_at_start(const program& p, int r) {
