@@ -39,6 +39,7 @@ endforeach()
 # pseudo-nodes too. Their waits are bounded by small plan timeouts; ctest's
 # limit is a backstop.
 collc_add_mpi_test(mpi_test_stress_p6 mpi_test_stress RANKS 6)
+collc_add_mpi_test(mpi_test_stress_pseudo1 mpi_test_stress RANKS 4 ENV COLLC_RANKS_PER_NODE=1)
 collc_add_mpi_test(mpi_test_stress_pseudo2 mpi_test_stress RANKS 4 ENV COLLC_RANKS_PER_NODE=2)
 collc_add_mpi_test(mpi_test_stress_pseudo3 mpi_test_stress RANKS 7 ENV COLLC_RANKS_PER_NODE=3)
 collc_add_mpi_test(mpi_test_plan_safety_pseudo2 mpi_test_plan_safety RANKS 4 ENV COLLC_RANKS_PER_NODE=2)
@@ -46,7 +47,7 @@ foreach(k IN LISTS COLLC_TEST_RANKS)
   set_tests_properties(mpi_test_stress_np${k} mpi_test_plan_safety_np${k} mpi_test_plan_moved_np${k}
                        PROPERTIES TIMEOUT 180)
 endforeach()
-set_tests_properties(mpi_test_stress_p6_np6 mpi_test_stress_pseudo2_np4 mpi_test_stress_pseudo3_np7
+set_tests_properties(mpi_test_stress_p6_np6 mpi_test_stress_pseudo1_np4 mpi_test_stress_pseudo2_np4 mpi_test_stress_pseudo3_np7
                      mpi_test_plan_safety_pseudo2_np4 PROPERTIES TIMEOUT 180)
 
 # A plan called after MPI_Finalize throws a collc::error saying so, and is

@@ -407,6 +407,31 @@ TEST_CASE("pseudo-nodes exercise the inter-node path", "[backend][mpi][plan][nod
   }
 }
 
+TEST_CASE("between nodes messages land in place, posted when the execution starts", "[backend][mpi][plan][nodes]") {
+  // Copy-in allgather with every rank its own node: lowered, each peer's
+  // block arrives in scratch and is copied out; bound (ir::engine_form), it
+  // arrives in its block of recv, so the plan holds no scratch at all, and
+  // every receive is started with the execution.
+  const int P = world_size();
+  if (P < 2) return;
+  collc::plan_options o;
+  o.ranks_per_node = 1;
+  auto p = collc::make_allgather<std::int64_t>(MPI_COMM_WORLD, 1000, o, collc::algo::schedule::copy_in());
+  CHECK(p.schedule_name() == "copyin");
+  CHECK(all_ranks(p.scratch_bytes_per_rank() == 0));
+  const std::string d = p.describe();
+  INFO(d);
+  std::size_t receives = 0, early = 0;
+  for (std::size_t at = d.find("recv from rank"); at != std::string::npos; at = d.find("recv from rank", at + 1)) {
+    ++receives;
+    const std::size_t eol = d.find('\n', at);
+    early += d.substr(at, eol - at).find("posted when the execution starts") != std::string::npos ? 1 : 0;
+  }
+  CHECK(receives == static_cast<std::size_t>(P - 1));
+  CHECK(early == receives);
+  for (int it = 0; it < 3; ++it) CHECK(all_ranks(run_once(p, MPI_COMM_WORLD, it == 1, it).empty()));
+}
+
 TEST_CASE("round-robin pseudo-nodes renumber ranks", "[backend][mpi][plan][nodes]") {
   const int P = world_size();
   if (P < 4) return;

@@ -628,7 +628,8 @@ COLLC_INLINE std::string engine::describe() const {
     s += std::to_string(bp.ops.size());
     s += " ops, count ";
     s += std::to_string(bp.count);
-    for (const transfer& t : bp.transfers) {
+    for (std::size_t i = 0; i < bp.transfers.size(); ++i) {
+      const transfer& t = bp.transfers[i];
       s += "\n    ";
       s += t.is_send ? "send to rank " : "recv from rank ";
       s += std::to_string(t.peer);
@@ -642,6 +643,8 @@ COLLC_INLINE std::string engine::describe() const {
       s += std::to_string(t.slot);
       s += " + ";
       s += std::to_string(t.offset);
+      if (std::find(bp.early_receives.begin(), bp.early_receives.end(), i) != bp.early_receives.end())
+        s += ", posted when the execution starts";
     }
   }
   return s;
