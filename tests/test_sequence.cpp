@@ -270,19 +270,27 @@ TEST_CASE("ir::alternate writes a ring of k executions as one program that verif
   CHECK_THROWS_AS(alternate(p, 1), collc::error);
 }
 
+namespace {
+/// A two-rank program of `c` over 10 elements (generous shm and scratch)
+/// whose rank 1 runs `code` and rank 0 nothing.
+program rank1_program(std::vector<instruction> code, collective c) {
+  program p;
+  p.coll = c;
+  p.ranks = 2;
+  p.count = 10;
+  p.shm_count = 100;
+  p.scratch_count = 100;
+  p.flags = 2;
+  p.code.resize(2);
+  p.code[1] = std::move(code);
+  return p;
+}
+}  // namespace
+
 TEST_CASE("in-place safety: every send element is read before it is overwritten", "[ir][sequence]") {
   // Rank 1's code of a two-rank program; rank 0 does nothing.
   auto safe = [&](std::vector<instruction> code, collective c = collective::allreduce) {
-    program p;
-    p.coll = c;
-    p.ranks = 2;
-    p.count = 10;
-    p.shm_count = 100;
-    p.scratch_count = 100;
-    p.flags = 2;
-    p.code.resize(2);
-    p.code[1] = std::move(code);
-    return in_place_safe(p);
+    return in_place_safe(rank1_program(std::move(code), c));
   };
   const auto in = [](std::size_t o) { return ref{buffer::send, 1, o}; };
   const auto out = [](std::size_t o) { return ref{buffer::recv, 1, o}; };
@@ -308,16 +316,8 @@ TEST_CASE("receives posted when an execution starts: only where nothing earlier 
           "[ir][sequence][early]") {
   // Rank 1's code of a two-rank program (rank 0 sends what rank 1 receives).
   auto early = [&](std::vector<instruction> code, collective c = collective::allreduce) {
-    program p;
-    p.coll = c;
-    p.ranks = 2;
-    p.count = 10;
-    p.shm_count = 100;
-    p.scratch_count = 100;
-    p.flags = 1;
+    program p = rank1_program(std::move(code), c);
     p.node_of = {0, 1};
-    p.code.resize(2);
-    p.code[1] = std::move(code);
     return receives_at_start(p, 1);
   };
   using flags = std::vector<bool>;
