@@ -2,8 +2,8 @@
 // What the MPI engine lowers at setup for one plan, without MPI: the chunk
 // and tail programs of engine::lower_chunks() (ir::lower_in_chunks with the
 // engine's request: cache-line granule, blocks for reduce_scatter /
-// allgather, the root and the node map in program ranks; between nodes in
-// ir::engine_form, as the engine binds them). Shared by
+// allgather, the root and the node map in program ranks; in ir::engine_form,
+// as the engine binds them). Shared by
 // tests/test_layout.cpp and tests/test_sequence.cpp, so both check the
 // programs the engine binds.
 #include <collc/algo/lower.hpp>

@@ -346,7 +346,7 @@ TEST_CASE("receives posted when an execution starts: only where nothing earlier 
         flags{false, false, false, true});
 }
 
-TEST_CASE("between nodes the engine's programs receive straight into their destination", "[ir][sequence][early]") {
+TEST_CASE("the engine's programs move data straight into its destination", "[ir][sequence][early]") {
   // Copy-in allgather, every rank its own node: lowered, each peer's block
   // goes through scratch and one copy; in the engine's form it is received
   // into its block of recv, and every receive is posted at the start.
@@ -377,8 +377,21 @@ TEST_CASE("between nodes the engine's programs receive straight into their desti
     CHECK(early == 3);
     CHECK(copies == 1);  // its own block
   }
-  // On one node the engine binds the program as lowered.
-  q.node_of = {};
-  const program one_node = collc::algo::lower(collc::algo::schedule::copy_in(), q);
-  CHECK(engine_form(one_node) == one_node);
+  // On one node, copy-in's reduce at P = 2: the root reduces its half
+  // straight into recv instead of into shm and a copy.
+  collc::algo::lower_request r;
+  r.coll = collective::reduce;
+  r.ranks = 2;
+  r.count = 8;
+  const program reduce = collc::algo::lower(collc::algo::schedule::copy_in(), r);
+  const program reduce_bound = engine_form(reduce);
+  REQUIRE(verify(reduce_bound, {.commutative = false, .executions = 3}).to_string() == "ok");
+  const auto copied = [](const program& p) {
+    std::size_t n = 0;
+    for (const auto& ins : p.code[0])
+      if (const auto* c = std::get_if<copy>(&ins)) n += c->count;
+    return n;
+  };
+  CHECK(copied(reduce) == 12);       // the leaf's half into shm, both halves into recv
+  CHECK(copied(reduce_bound) == 8);  // the root's own half is reduced in place
 }

@@ -10,7 +10,7 @@
 ///                             copy or reduce into X) when X is used nowhere else
 ///   drop_redundant_waits      waits already implied by what the rank knows
 ///   shorten_data_paths        the first two in turn to a fixpoint (what the MPI
-///                             engine applies between nodes: ir::engine_form)
+///                             engine applies: ir::engine_form)
 ///   optimize                  all of them, in the order documented there
 ///
 /// The passes never renumber flags, change signals, sends or buffer sizes, so
@@ -87,8 +87,8 @@ program drop_redundant_waits(program p);
 
 /// merge_adjacent and receive_into_destination in turn until neither changes
 /// anything: the data-movement passes, without touching a signal or a
-/// wait. The MPI engine binds programs that span nodes in this form
-/// (ir::engine_form in sequence.hpp), and verifies what it binds. Every change
+/// wait. The MPI engine binds programs in this form (ir::engine_form in
+/// sequence.hpp), and verifies what it binds. Every change
 /// removes an instruction or shrinks a copy, so this ends.
 ///   auto q = collc::ir::shorten_data_paths(collc::algo::lower(schedule, request));
 program shorten_data_paths(program p);

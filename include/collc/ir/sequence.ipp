@@ -106,8 +106,6 @@ COLLC_INLINE bool in_place_safe(const program& p) {
 }
 
 COLLC_INLINE program engine_form(program p) {
-  const bool between_nodes = std::any_of(p.node_of.begin(), p.node_of.end(), [&](int n) { return n != p.node_of[0]; });
-  if (!between_nodes) return p;
   p = shorten_data_paths(std::move(p));
   // Scratch that forwarding left unused at the end is not allocated.
   std::size_t used = 0;

@@ -107,8 +107,7 @@ COLLC_INLINE built_plan build_plan(MPI_Comm comm, const plan_shape& shape, const
         r.node_of = q.node_of;
         // COLLC_ENABLE_CHECKS / options.checks: the engine proves the programs
         // it binds, in the order it runs them (engine::verify_runs).
-        // Between nodes, received data goes straight to its destination
-        // (ir::engine_form).
+        // Data goes straight to its destination (ir::engine_form).
         return ir::engine_form(algo::lower(sched, r));
       });
   return {std::move(e), std::move(sched)};
