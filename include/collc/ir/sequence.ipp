@@ -126,8 +126,8 @@ COLLC_INLINE std::vector<bool> receives_at_start(const program& p, int r) {
     buffer buf;
     std::size_t lo, hi;
   };
-  std::vector<span> touched;                  // private ranges the rank touched so far
-  std::vector<std::pair<int, int>> in_place;  // (peer, tag) of receives posted where they stand
+  std::vector<span> touched;                     // private ranges the rank touched so far
+  std::vector<std::pair<int, int>> posted_late;  // (peer, tag) of receives posted where they stand
   // The user's send seen as recv elements (in place it is that memory).
   const auto private_span = [&](const ref& x, std::size_t n) -> std::optional<span> {
     if (x.buf == buffer::scratch) return span{buffer::scratch, x.offset, x.offset + n};
@@ -145,8 +145,8 @@ COLLC_INLINE std::vector<bool> receives_at_start(const program& p, int r) {
       const auto at = private_span(v->dst, v->count);
       const std::pair<int, int> key{v->peer, v->tag};
       early[i] = at && v->dst.buf != buffer::send && untouched(*at) &&
-                 std::find(in_place.begin(), in_place.end(), key) == in_place.end();
-      if (!early[i]) in_place.push_back(key);
+                 std::find(posted_late.begin(), posted_late.end(), key) == posted_late.end();
+      if (!early[i]) posted_late.push_back(key);
     }
     detail::pass::for_each_access(code[i], [&](const ref& x, std::size_t n, bool) {
       if (auto at = private_span(x, n)) touched.push_back(*at);
