@@ -136,6 +136,11 @@ struct program {
 
   /// Distance between blocks of the P-block buffer (see block_stride).
   [[nodiscard]] constexpr std::size_t stride() const { return block_stride == 0 ? count : block_stride; }
+  /// Where rank r's send starts in its recv when the two are one buffer
+  /// (MPI_IN_PLACE): its own block for allgather, else the start.
+  [[nodiscard]] constexpr std::size_t in_place_shift(int r) const {
+    return coll == collective::allgather ? stride() * static_cast<std::size_t>(r) : 0;
+  }
   /// Extent of a P-block buffer: P-1 strides plus one block.
   [[nodiscard]] constexpr std::size_t blocked_count() const {
     return ranks <= 0 ? 0 : stride() * static_cast<std::size_t>(ranks - 1) + count;

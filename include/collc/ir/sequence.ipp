@@ -64,7 +64,7 @@ COLLC_INLINE bool in_place_safe(const program& p) {
   if (p.coll == collective::bcast) return true;  // one buffer: nothing to alias
   for (int r = 0; r < p.ranks; ++r) {
     if (p.coll == collective::reduce && r != p.root) continue;  // off the root reduce never runs in place
-    const std::size_t shift = p.coll == collective::allgather ? p.stride() * static_cast<std::size_t>(r) : 0;
+    const std::size_t shift = p.in_place_shift(r);
     std::vector<range> written, in_flight;
     const auto reads_send = [&](const ref& x, std::size_t n, const ref* dst) {
       if (x.buf != buffer::send) return true;
@@ -121,7 +121,7 @@ COLLC_INLINE program engine_form(program p) {
 COLLC_INLINE std::vector<bool> receives_at_start(const program& p, int r) {
   const auto& code = p.code[static_cast<std::size_t>(r)];
   std::vector<bool> early(code.size(), false);
-  const std::size_t shift = p.coll == collective::allgather ? p.stride() * static_cast<std::size_t>(r) : 0;
+  const std::size_t shift = p.in_place_shift(r);
   struct span {
     buffer buf;
     std::size_t lo, hi;

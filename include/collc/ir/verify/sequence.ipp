@@ -150,8 +150,6 @@ COLLC_INLINE bool aliased(const program& p, const verify_options& o, int r) {
   return p.coll != collective::reduce || r == p.root;
 }
 /// Where rank r's aliased send starts in its recv.
-COLLC_INLINE std::size_t send_shift(const program& p, int r) {
-  return p.coll == collective::allgather ? p.stride() * static_cast<std::size_t>(r) : 0;
-}
+COLLC_INLINE std::size_t send_shift(const program& p, int r) { return p.in_place_shift(r); }
 
 }  // namespace collc::ir::detail::verification
