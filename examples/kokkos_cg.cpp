@@ -5,6 +5,10 @@
 //
 //   mpiexec -n 4 kokkos_cg [--reproducible] [n=64] [timing repetitions=3]
 //
+// Times are the median over the timing repetitions of each rank's time per
+// iteration (the variants alternate, in reversed order every other
+// repetition), then the slowest rank's.
+//
 // The right-hand side is b = A u* for a known u*, so the solution is checked
 // against u* as well as by its true residual ||b - A x|| / ||b||. The same
 // solver then runs with MPI_Allreduce for the dot products; the program
@@ -256,17 +260,35 @@ int run(int n, int reps, bool reproducible) {
     r1 = cg(g, b, reproducible_dot, comm, tol, max_iter);
     r2 = cg(g, b, reproducible_dot, comm, tol, max_iter);
   }
-  double best_c = c1.seconds / std::max(1, c1.iterations), best_m = m1.seconds / std::max(1, m1.iterations);
-  double best_r = reproducible ? r1.seconds / std::max(1, r1.iterations) : 0;
-  for (int k = 1; k < reps; ++k) {  // alternated, so drifts of the machine hit all alike
-    best_c = std::min(best_c, cg(g, b, dot_of(collc_sum), comm, tol, max_iter).seconds / std::max(1, c1.iterations));
-    best_m = std::min(best_m, cg(g, b, dot_of(mpi_sum), comm, tol, max_iter).seconds / std::max(1, m1.iterations));
-    if (reproducible)
-      best_r = std::min(best_r, cg(g, b, reproducible_dot, comm, tol, max_iter).seconds / std::max(1, r1.iterations));
+  // Time per iteration of `reps` more solves per variant. Each repetition
+  // runs every variant once, in an order that reverses from one repetition
+  // to the next (ABBA), so neither a drift of the machine nor going first
+  // favours one; each rank's median, then the slowest rank's.
+  std::vector<double> t_c, t_m, t_r;
+  auto timed = [&](std::vector<double>& into, auto&& dot, int iterations) {
+    into.push_back(cg(g, b, dot, comm, tol, max_iter).seconds / std::max(1, iterations));
+  };
+  for (int k = 0; k < reps; ++k) {
+    auto plain = [&] { timed(t_c, dot_of(collc_sum), c1.iterations); };
+    auto mpi = [&] { timed(t_m, dot_of(mpi_sum), m1.iterations); };
+    auto repro = [&] {
+      if (reproducible) timed(t_r, reproducible_dot, r1.iterations);
+    };
+    if (k % 2 == 0) {
+      plain(), mpi(), repro();
+    } else {
+      repro(), mpi(), plain();
+    }
   }
-  best_c = max_over_ranks(best_c, comm);
-  best_m = max_over_ranks(best_m, comm);
-  best_r = max_over_ranks(best_r, comm);
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    const std::size_t h = v.size() / 2;
+    return v.size() % 2 == 1 ? v[h] : (v[h - 1] + v[h]) / 2;
+  };
+  const double median_c = max_over_ranks(median(t_c), comm);
+  const double median_m = max_over_ranks(median(t_m), comm);
+  const double median_r = max_over_ranks(median(t_r), comm);
 
   std::vector<std::string> failures;
   auto require = [&](bool ok, const std::string& what) {
@@ -325,9 +347,9 @@ int run(int n, int reps, bool reproducible) {
     std::printf("kokkos_cg: %dx%d Poisson on %d rank(s), Kokkos %s, collc schedule %s\n", n, n, P, exec_space::name(),
                 plan.schedule_name().c_str());
     std::printf("  collc plan:    %4d iterations, true residual %.2e, max error %.2e, %.3f us/iteration\n",
-                c1.iterations, c1.true_residual, err_c, best_c * 1e6);
+                c1.iterations, c1.true_residual, err_c, median_c * 1e6);
     std::printf("  MPI_Allreduce: %4d iterations, true residual %.2e, max error %.2e, %.3f us/iteration\n",
-                m1.iterations, m1.true_residual, err_m, best_m * 1e6);
+                m1.iterations, m1.true_residual, err_m, median_m * 1e6);
     std::printf("  max |x_collc - x_mpi| = %.2e; collc histories bitwise identical over 2 solves and %d rank(s)\n",
                 diff, P);
     // One line per solver whose fields before "time" must match across runs
@@ -338,11 +360,11 @@ int run(int n, int reps, bool reproducible) {
           "kokkos_cg: %s: iterations %d final residual %a (%.17g) history hash %016llx time %.3f us/iteration\n", who,
           s.iterations, final_r, final_r, static_cast<unsigned long long>(history_hash(s.history)), per_it * 1e6);
     };
-    summary("plain", c1, best_c);
+    summary("plain", c1, median_c);
     if (reproducible) {
-      summary("reproducible", r1, best_r);
+      summary("reproducible", r1, median_r);
       std::printf("kokkos_cg: reproducible / plain time per iteration: %.2f (schedule of the exact_sum plan: %s)\n",
-                  best_r / best_c, rplan.schedule_name().c_str());
+                  median_r / median_c, rplan.schedule_name().c_str());
     }
     std::printf("kokkos_cg: %s\n", ok ? "passed" : "FAILED");
   }
