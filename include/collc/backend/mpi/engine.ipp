@@ -478,6 +478,13 @@ COLLC_INLINE void engine::bind_all(int arena, std::size_t offset) {
 COLLC_INLINE void engine::check_signal_call(const bound_op& o, std::uint64_t word, std::int64_t target) {
   const auto delta =
       static_cast<std::int16_t>(static_cast<std::uint16_t>((word & flag_call_mask) - (call_.seq & flag_call_mask)));
+  // The peer ran ahead (it has signalled more, in a later call). Its stamp
+  // for this call says which plan it ran here, but its ring keeps only its
+  // last registry_ring calls: from that many calls ahead the stamp is gone,
+  // and reading the line the peer rewrites every call would only cost a
+  // cache-line transfer per call (a bcast root that runs ahead over its shm
+  // ring: half of the reader's time).
+  if (signals_of(word) > target && delta >= registry_ring) return;
   const int peer = map_.comm_of_prog[static_cast<std::size_t>(o.peer)];
   const peer_report rep = reg_->look(peer, call_.seq);
   const bool other_plan = rep.plan_known && rep.plan_tag != plan_tag(plan_id_);
