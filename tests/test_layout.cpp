@@ -192,6 +192,37 @@ TEST_CASE("tree: reduce and bcast on one node", "[mpi][layout]") {
   }
 }
 
+TEST_CASE("an alternating program's signals rotate over the words of its flag line", "[mpi][layout]") {
+  // One word per execution mod flag_words (engine.hpp): a waiter reads the
+  // word of its own execution even when the peer runs ahead.
+  SECTION("a ring of 32 copies: all 8 words of the line") {
+    const plan_layout l = plan(algo::schedule::tree(2), collective::bcast, 4, 100, 8).layout;
+    REQUIRE(l.shm_copies == 32);
+    CHECK(l.flag_words == 8);
+    CHECK(l.slot_bytes == 64 + 32 * lines(l.shm_elems * 8));  // the words are in the flag line: no extra space
+    CHECK(l.to_string(8).ends_with(", signals over 8 words per flag line"));
+  }
+  SECTION("two copies: two words") {
+    const plan_layout l = plan(algo::schedule::recursive(factor_set{2}), collective::allreduce, 2, 4, 8).layout;
+    REQUIRE(l.shm_copies == 2);
+    CHECK(l.flag_words == 2);
+  }
+  SECTION("data in the flag line keeps the one word there") {
+    const plan_layout l = plan(algo::schedule::recursive(factor_set{2}), collective::allreduce, 2, 3, 8).layout;
+    REQUIRE(l.data_in_flag_line);
+    CHECK(l.flag_words == 1);
+  }
+  SECTION("no alternation, or more than one program: one word") {
+    CHECK(plan(algo::schedule::recursive(factor_set{2}), collective::allreduce, 2, 2049, 8).layout.flag_words == 1);
+    const auto chunked = plan(algo::schedule::recursive(factor_set{2}), collective::allreduce, 2, 1000, 8, 4 * kib);
+    REQUIRE(chunked.programs.size() == 2);
+    CHECK(chunked.layout.flag_words == 1);
+    CHECK(plan(algo::schedule::recursive(factor_set{2}), collective::allreduce, 2, 64, 8,
+               collc::mpi::default_chunk_bytes, {0, 1})
+              .layout.flag_words == 1);
+  }
+}
+
 TEST_CASE("copy-in: allgather blocks in shm, P = 3", "[mpi][layout]") {
   const auto p = plan(algo::schedule::copy_in(), collective::allgather, 3, 16, 8);
   const plan_layout& l = p.layout;

@@ -12,6 +12,7 @@
 #include <collc/backend/mpi/registry.hpp>
 #include <collc/plan.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -125,6 +126,48 @@ TEST_CASE("two plans called in opposite orders are errc::mismatch on every rank"
     CHECK(dt < 10);
     MPI_Barrier(MPI_COMM_WORLD);
   }
+}
+
+TEST_CASE("a bcast root calls ahead over its ring: the reader finds the mismatch in that call",
+          "[backend][mpi][safety][mismatch]") {
+  // A bcast root waits for nobody while its ring of shm copies has room, so
+  // it can be several calls ahead. Here it runs B, then A five times, while
+  // the readers, who start late, run A first. A reader's first call runs A
+  // where the root ran B: the root gave that A signal in its next call. The
+  // word the reader waits on (its execution's, layout.hpp flag_words) still
+  // shows that call, so the reader fails in this very call. Before, the flag
+  // showed only the root's latest call, five ahead, and the root's stamp for
+  // the reader's call was gone from its ring of 4: the call completed and the
+  // mismatch surfaced only in the reader's next call.
+  const int P = world_size(), me = world_rank();
+  if (P < 2) return;
+  dup_comm comm;
+  collc::plan_options o;
+  o.timeout_s = 3;
+  // A flat tree: every reader waits on the root itself.
+  auto A = collc::make_bcast<std::int64_t>(comm, 1, 0, o, collc::algo::schedule::tree(std::max(2, P - 1)));
+  auto B = collc::make_bcast<std::int64_t>(comm, 1, 0, o, collc::algo::schedule::tree(std::max(2, P - 1)));
+  std::int64_t x = me == 0 ? 7 : 0;
+  A(std::span<std::int64_t>(&x, 1));
+  B(std::span<std::int64_t>(&x, 1));
+  CHECK(x == 7);
+  MPI_Barrier(comm);
+  if (me == 0) {
+    const auto e = error_of([&] {
+      B(std::span<std::int64_t>(&x, 1));
+      for (int k = 0; k < 5; ++k) A(std::span<std::int64_t>(&x, 1));
+    });
+    INFO("root: " << describe(e));
+    CHECK(A.executions_per_call() == 1);
+  } else {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the root is five calls ahead by then
+    const auto e = error_of([&] { A(std::span<std::int64_t>(&x, 1)); });
+    INFO("rank " << me << ": " << describe(e));
+    CHECK(is_mismatch(e));
+    // Found here, or passed on by a reader that found it first.
+    if (e) CHECK((contains(e->second, "mismatched collective calls") || contains(e->second, "abandoned")));
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 TEST_CASE("allreduce against reduce in the same call is errc::mismatch on every rank",

@@ -32,6 +32,9 @@ struct bound_op {
   opcode code = opcode::copy;
   std::uint16_t dst_slot = 0, a_slot = 0, b_slot = 0;
   std::uint32_t index = 0;  ///< signal: flag; wait: signal-base slot; send/recv: transfer
+  /// wait, flag spread over words (engine.hpp): the execution of the awaited
+  /// signal relative to this one, floor((value - 1) / the peer's signals per execution)
+  std::int32_t exec_offset = 0;
   std::size_t dst = 0, a = 0, b = 0, n = 0;
   std::int64_t value = 0;         ///< wait: value relative to this execution
   std::uint64_t* flag = nullptr;  ///< signal: own flag line; wait: the peer's flag line

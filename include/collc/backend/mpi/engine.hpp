@@ -14,7 +14,14 @@
 /// which is the epoch * signals_per_execution + value rule of ir/program.hpp
 /// for any sequence of programs (ir/sequence.hpp), and a wait for a signal
 /// of this execution checks the call bits (a peer that signalled in another
-/// call runs the plans in another order: errc::mismatch). Flags start at zero:
+/// call runs the plans in another order: errc::mismatch). An alternating
+/// program spreads a flag over the words of its line (layout.hpp,
+/// flag_words): execution e signals in word e % flag_words, each word holding
+/// the count and call of its last signal. Counts are global, so a word that
+/// shows count >= target proves signal #target was given (and its release
+/// store orders what came before it), and signal #target is in the word of
+/// its execution, (target - 1) / signals-per-execution, until that word is
+/// written again flag_words executions later. Flags start at zero:
 /// a range never leased is zero since its arena was zeroed, and a range
 /// leased before gets its flag lines zeroed with a node barrier (an earlier
 /// plan's data there could read as any flag value; segments.hpp). Open MPI
@@ -378,14 +385,16 @@ class engine {
           break;
         case opcode::signal:
           kernels.sync();  // peers read what earlier kernels wrote once they see the signal
-          std::atomic_ref<std::uint64_t>(*o.flag).store(flag_word(++own_[o.index], call_.seq),
+          std::atomic_ref<std::uint64_t>(o.flag[call_.epoch & flag_word_mask_])
+              .store(flag_word(++own_[o.index], call_.seq),
                                                         std::memory_order_release);
           break;
         case opcode::wait: {
           const std::int64_t target = sig_base_[o.index] + o.value;
           if (target <= 0) break;  // names no signal of this plan
-          std::uint64_t word = load(o.flag);
-          if (signals_of(word) < target && !wait_flag(bp, o, target, block, word)) {
+          const std::uint64_t* at_word = wait_word(o);
+          std::uint64_t word = load(at_word);
+          if (signals_of(word) < target && !wait_flag(bp, o, at_word, target, block, word)) {
             call_.pc = pc;
             return false;
           }
@@ -416,6 +425,20 @@ class engine {
     }
     call_.pc = n;
     return true;
+  }
+
+  /// The word of flag line `o.flag` that holds the awaited signal: that of
+  /// its execution (see the file comment; word 0 when the flag has one).
+  const std::uint64_t* wait_word(const bound_op& o) const noexcept {
+    return o.flag + ((call_.epoch + static_cast<std::uint64_t>(static_cast<std::int64_t>(o.exec_offset))) &
+                     flag_word_mask_);
+  }
+
+  /// The signals given on flag line `flag` so far: the largest count of its words.
+  std::int64_t signals_now(const std::uint64_t* flag) const noexcept {
+    std::int64_t n = 0;
+    for (std::uint64_t w = 0; w <= flag_word_mask_; ++w) n = std::max(n, signals_of(load(flag + w)));
+    return n;
   }
 
   static std::uint64_t load(const std::uint64_t* flag) noexcept {
@@ -491,7 +514,8 @@ class engine {
 
   /// Waits for flag `o` to reach `target`, testing this rank's sends of `bp`
   /// meanwhile (test_sends); without `block`, tests them once and returns false.
-  bool wait_flag(bound_program& bp, const bound_op& o, std::int64_t target, bool block, std::uint64_t& word);
+  bool wait_flag(bound_program& bp, const bound_op& o, const std::uint64_t* at_word, std::int64_t target, bool block,
+                 std::uint64_t& word);
 
   /// Blocks until `t` completes (waiting policy of wait.hpp).
   void wait_transfer(transfer& t, const bound_op& at, const char* what);
@@ -531,6 +555,7 @@ class engine {
   std::vector<std::byte*> bases_;
   std::vector<std::int64_t> sig_base_;  // [l * flags + f]: signals of node rank l on f, earlier executions
   std::vector<std::uint64_t> own_;      // [f]: this rank's signals on f so far
+  std::uint64_t flag_word_mask_ = 0;    // lay_.flag_words - 1: the word of execution e is e & mask
   unsigned spin_ = 2048;
 
   /// The call in progress: everything a call changes (the bound plan above

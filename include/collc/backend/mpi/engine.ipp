@@ -466,6 +466,17 @@ COLLC_INLINE void engine::bind_all(int arena, std::size_t offset) {
   }
   sig_base_.assign(static_cast<std::size_t>(node_size_ * lay_.flags), 0);
   own_.assign(static_cast<std::size_t>(lay_.flags), 0);
+  flag_word_mask_ = static_cast<std::uint64_t>(lay_.flag_words - 1);
+  // With one program every execution signals alike (c per flag and rank), so
+  // a wait's target is c * epoch + value: its signal is in execution
+  // epoch + floor((value - 1) / c).
+  if (flag_word_mask_ != 0)
+    for (auto& p : progs_)
+      for (auto& o : p.ops)
+        if (o.code == opcode::wait) {
+          const std::int64_t c = std::max<std::int64_t>(p.signals[o.index], 1), v = o.value - 1;
+          o.exec_offset = static_cast<std::int32_t>(v >= 0 ? v / c : -((-v + c - 1) / c));
+        }
   // Bind transfers on fixed buffers (shm, scratch) once.
   for (auto& p : progs_)
     for (auto& t : p.transfers)
@@ -530,8 +541,8 @@ COLLC_INLINE void engine::test_sends(bound_program& bp) {
     if (t.active && t.is_send) test(t);
 }
 
-COLLC_INLINE bool engine::wait_flag(bound_program& bp, const bound_op& o, std::int64_t target, bool block,
-                                    std::uint64_t& word) {
+COLLC_INLINE bool engine::wait_flag(bound_program& bp, const bound_op& o, const std::uint64_t* at_word,
+                                    std::int64_t target, bool block, std::uint64_t& word) {
   if (!block) {
     test_sends(bp);  // a caller polling test() progresses its sends too
     return false;
@@ -541,7 +552,7 @@ COLLC_INLINE bool engine::wait_flag(bound_program& bp, const bound_op& o, std::i
   block_until(
       [&] {
         if ((++poll & 63) == 0) test_sends(bp);
-        word = load(o.flag);
+        word = load(at_word);
         return signals_of(word) >= target;
       },
       o, peer, "a signal", target);
@@ -555,7 +566,7 @@ COLLC_INLINE void engine::slow_check(const bound_op& o, int peer, const char* wh
                     " at instruction " + std::to_string(o.source) + " (";
     if (o.code == opcode::wait)
       s += "flag " + std::to_string(o.index % static_cast<std::uint32_t>(std::max(lay_.flags, 1))) +
-           " >= " + std::to_string(target) + ", now " + std::to_string(signals_of(load(o.flag))) + ", ";
+           " >= " + std::to_string(target) + ", now " + std::to_string(signals_now(o.flag)) + ", ";
     s += "execution " + std::to_string(call_.exec + 1) + "/" + std::to_string(lay_.runs.executions_per_call) +
          " of call #" + std::to_string(call_.seq) + ", " + name_ + ")";
     return s;

@@ -14,7 +14,14 @@
 ///    up to 32, so their root (or leaves) run ahead by that many calls;
 ///  - a one-flag program whose shm (every copy when alternating) fits in the
 ///    56 bytes after its flag keeps it in the flag's cache line: a peer that
-///    sees the signal has the data in the same line transfer.
+///    sees the signal has the data in the same line transfer;
+///  - otherwise an alternating program's signals rotate over the words of
+///    the flag line by execution number (flag_words, up to 8): a peer that
+///    runs ahead writes later executions' words, so the word a waiter reads
+///    still holds the signal of the waiter's execution, with its call number.
+///    The check that a signal comes from the same call then needs nothing
+///    but that word (bcast of 8 B at P = 2: no read of the root's registry
+///    line, which the root rewrites every call).
 #include <collc/config.hpp>
 #include <collc/ir/program.hpp>
 #include <collc/ir/sequence.hpp>
@@ -36,6 +43,10 @@ struct plan_layout {
   bool alternate = false;          ///< shm_copies > 1
   int shm_copies = 1;              ///< execution e uses shm copy e % shm_copies (a power of two)
   bool data_in_flag_line = false;  ///< shm sits in the 56 bytes after the only flag
+  /// Words of each flag line that signals rotate over: execution e signals in
+  /// word e % flag_words (a power of two; 1 unless alternating, one program,
+  /// data outside the flag line).
+  int flag_words = 1;
   std::size_t copy_bytes = 0;      ///< bytes from one shm copy to the other
   std::size_t slot_bytes = 0;      ///< this rank's part of the node segment
   ir::runs runs;                   ///< the programs bound, in the order they run
