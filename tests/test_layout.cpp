@@ -97,10 +97,18 @@ TEST_CASE("recursive {2}, P = 2: a tiny allreduce alternates both copies inside 
 }
 
 TEST_CASE("recursive {2}, P = 2: where the copies leave the flag line, each takes whole lines", "[mpi][layout]") {
-  SECTION("4 doubles: 8 + 2 x 32 B > 64") {
+  SECTION("4 doubles: 8 + 2 x 32 B > 64; each copy takes a line behind its own signal word") {
     const plan_layout l = plan(algo::schedule::recursive(factor_set{2}), collective::allreduce, 2, 4, 8).layout;
     CHECK(l.alternate);
     CHECK_FALSE(l.data_in_flag_line);
+    CHECK(l.signal_beside_data);
+    CHECK(l.copy_bytes == 64);
+    CHECK(l.slot_bytes == 2 * 64);
+  }
+  SECTION("8 doubles: 64 B leave no room for a word; the flag line stays apart") {
+    const plan_layout l = plan(algo::schedule::recursive(factor_set{2}), collective::allreduce, 2, 8, 8).layout;
+    CHECK(l.alternate);
+    CHECK_FALSE(l.signal_beside_data);
     CHECK(l.copy_bytes == 64);
     CHECK(l.slot_bytes == 64 + 2 * 64);
   }
@@ -195,12 +203,24 @@ TEST_CASE("tree: reduce and bcast on one node", "[mpi][layout]") {
 TEST_CASE("an alternating program's signals rotate over the words of its flag line", "[mpi][layout]") {
   // One word per execution mod flag_words (engine.hpp): a waiter reads the
   // word of its own execution even when the peer runs ahead.
-  SECTION("a ring of 32 copies: all 8 words of the line") {
+  SECTION("a ring of 32 copies of more than 56 B: the 8 words of the flag line") {
     const plan_layout l = plan(algo::schedule::tree(2), collective::bcast, 4, 100, 8).layout;
     REQUIRE(l.shm_copies == 32);
+    CHECK_FALSE(l.signal_beside_data);
     CHECK(l.flag_words == 8);
+    CHECK(l.flag_word_stride == 1);
     CHECK(l.slot_bytes == 64 + 32 * lines(l.shm_elems * 8));  // the words are in the flag line: no extra space
     CHECK(l.to_string(8).ends_with(", signals over 8 words per flag line"));
+  }
+  SECTION("a ring of 32 copies of one double: 32 lines, each a word and its copy") {
+    const plan_layout l = plan(algo::schedule::tree(2), collective::bcast, 2, 1, 8).layout;
+    REQUIRE(l.shm_copies == 32);
+    CHECK(l.signal_beside_data);
+    CHECK(l.flag_words == 32);
+    CHECK(l.flag_word_stride == 8);  // one 64-byte line apart
+    CHECK(l.copy_bytes == 64);
+    CHECK(l.slot_bytes == 32 * 64);
+    CHECK(l.to_string(8).ends_with(", each copy in a line behind its signal"));
   }
   SECTION("two copies: two words") {
     const plan_layout l = plan(algo::schedule::recursive(factor_set{2}), collective::allreduce, 2, 4, 8).layout;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,42 @@ TEST_CASE("a later plan reuses a freed plan's segment and ignores its flags", "[
     auto b = collc::make_allreduce<std::int64_t>(c, 100, collc::algo::schedule::tree(2));
     CHECK(arenas(c) == before);
     CHECK(allreduce_ok(b, c, 100, 30, 2));
+    CHECK(allreduce_ok(keep, c, 7, 3, 3));
+  }
+  MPI_Comm_free(&c);
+}
+
+TEST_CASE("a small ring reuses a range that held data: the words heading its copies start at zero",
+          "[backend][mpi][segments]") {
+  // A bcast of one element rotates over 32 shm copies, each in a line headed
+  // by its execution's flag word (layout.hpp, signal_beside_data). Here it
+  // takes the range of an allreduce whose shm held large values, where those
+  // words now sit: unless every such word is zeroed, a reader finds a
+  // "signal" in the old data and reads its copy before the root wrote it
+  // (the root sleeps before each call, so the readers are there first).
+  MPI_Comm c = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &c);
+  int P = 1, me = 0;
+  MPI_Comm_size(c, &P);
+  MPI_Comm_rank(c, &me);
+  {
+    auto keep = collc::make_allreduce<std::int64_t>(c, 7);
+    auto a = std::make_unique<collc::plan<std::int64_t>>(collc::make_allreduce<std::int64_t>(c, 512));
+    std::vector<std::int64_t> big(512, std::int64_t{1} << 60), out(512);
+    (*a)(big, out);
+    CHECK(out[0] == (std::int64_t{1} << 60) * P);
+    const int before = arenas(c);
+    a.reset();
+    auto b = collc::make_bcast<std::int64_t>(c, 1, 0);
+    CHECK(arenas(c) == before);  // a's range, or a part of it
+    bool ok = true;
+    for (int it = 0; it < 40; ++it) {  // more than the ring: every copy's line, then reused
+      std::int64_t x = me == 0 ? 1000 + it : -1;
+      if (me == 0) usleep(2000);
+      b(std::span<std::int64_t>(&x, 1));
+      ok = ok && x == 1000 + it;
+    }
+    CHECK(collc_test::all_ranks(ok, c));
     CHECK(allreduce_ok(keep, c, 7, 3, 3));
   }
   MPI_Comm_free(&c);

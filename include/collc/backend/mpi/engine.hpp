@@ -7,7 +7,8 @@
 ///
 /// Node segment: a range leased from the communicator's segment pool
 /// (segments.hpp: shared windows on the node communicator, reused by later
-/// plans); rank l's part is [flags x 64-byte lines][shm data]. A flag word
+/// plans); rank l's part is [flags x 64-byte lines][shm data] (or, for a
+/// small ring, one line per shm copy headed by a flag word: layout.hpp). A flag word
 /// is (signals << 16 | call number mod 2^16 of the last signal): signals
 /// since the plan was built, only growing; a wait's target is
 ///   base(l, f) + value,  base = signals of l on f in all earlier executions,
@@ -15,8 +16,9 @@
 /// for any sequence of programs (ir/sequence.hpp), and a wait for a signal
 /// of this execution checks the call bits (a peer that signalled in another
 /// call runs the plans in another order: errc::mismatch). An alternating
-/// program spreads a flag over the words of its line (layout.hpp,
-/// flag_words): execution e signals in word e % flag_words, each word holding
+/// program spreads a flag over words (layout.hpp, flag_words: those of its
+/// line, or one at the head of each shm copy's line): execution e signals in
+/// word e % flag_words, each word holding
 /// the count and call of its last signal. Counts are global, so a word that
 /// shows count >= target proves signal #target was given (and its release
 /// store orders what came before it), and signal #target is in the word of
@@ -385,7 +387,7 @@ class engine {
           break;
         case opcode::signal:
           kernels.sync();  // peers read what earlier kernels wrote once they see the signal
-          std::atomic_ref<std::uint64_t>(o.flag[call_.epoch & flag_word_mask_])
+          std::atomic_ref<std::uint64_t>(o.flag[(call_.epoch & flag_word_mask_) * flag_word_stride_])
               .store(flag_word(++own_[o.index], call_.seq),
                                                         std::memory_order_release);
           break;
@@ -431,13 +433,14 @@ class engine {
   /// its execution (see the file comment; word 0 when the flag has one).
   const std::uint64_t* wait_word(const bound_op& o) const noexcept {
     return o.flag + ((call_.epoch + static_cast<std::uint64_t>(static_cast<std::int64_t>(o.exec_offset))) &
-                     flag_word_mask_);
+                     flag_word_mask_) *
+                        flag_word_stride_;
   }
 
   /// The signals given on flag line `flag` so far: the largest count of its words.
   std::int64_t signals_now(const std::uint64_t* flag) const noexcept {
     std::int64_t n = 0;
-    for (std::uint64_t w = 0; w <= flag_word_mask_; ++w) n = std::max(n, signals_of(load(flag + w)));
+    for (std::uint64_t w = 0; w <= flag_word_mask_; ++w) n = std::max(n, signals_of(load(flag + w * flag_word_stride_)));
     return n;
   }
 
@@ -556,6 +559,7 @@ class engine {
   std::vector<std::int64_t> sig_base_;  // [l * flags + f]: signals of node rank l on f, earlier executions
   std::vector<std::uint64_t> own_;      // [f]: this rank's signals on f so far
   std::uint64_t flag_word_mask_ = 0;    // lay_.flag_words - 1: the word of execution e is e & mask
+  std::size_t flag_word_stride_ = 1;    // lay_.flag_word_stride: words from one execution's flag word to the next
   unsigned spin_ = 2048;
 
   /// The call in progress: everything a call changes (the bound plan above

@@ -422,7 +422,8 @@ COLLC_INLINE void engine::bind_all(int arena, std::size_t offset) {
 
   // The node segment (see the file comment: flags start at zero).
   const std::size_t flag_bytes = static_cast<std::size_t>(lay_.flags) * 64;
-  segment_ = pool_->take(arena, offset, lay_.slot_bytes, flag_bytes, false);
+  // Beside the data, flag words sit in every copy's line: zero them all.
+  segment_ = pool_->take(arena, offset, lay_.slot_bytes, lay_.signal_beside_data ? lay_.slot_bytes : flag_bytes, false);
   const std::vector<std::byte*>& slot = segment_.slot;
 
   scratch_bytes_ = scratch * elem;
@@ -432,7 +433,8 @@ COLLC_INLINE void engine::bind_all(int arena, std::size_t offset) {
 
   bases_.assign(slot_shm0 + static_cast<std::size_t>(node_size_), nullptr);
   bases_[slot_scratch] = scratch_.get();
-  const std::size_t data_offset = lay_.data_in_flag_line ? sizeof(std::uint64_t) : flag_bytes;
+  const std::size_t data_offset =
+      lay_.data_in_flag_line || lay_.signal_beside_data ? sizeof(std::uint64_t) : flag_bytes;
   shm_base_.assign(static_cast<std::size_t>(node_size_), nullptr);
   for (int l = 0; l < node_size_; ++l) {
     shm_base_[static_cast<std::size_t>(l)] =
@@ -467,6 +469,7 @@ COLLC_INLINE void engine::bind_all(int arena, std::size_t offset) {
   sig_base_.assign(static_cast<std::size_t>(node_size_ * lay_.flags), 0);
   own_.assign(static_cast<std::size_t>(lay_.flags), 0);
   flag_word_mask_ = static_cast<std::uint64_t>(lay_.flag_words - 1);
+  flag_word_stride_ = lay_.flag_word_stride;
   // With one program every execution signals alike (c per flag and rank), so
   // a wait's target is c * epoch + value: its signal is in execution
   // epoch + floor((value - 1) / c).

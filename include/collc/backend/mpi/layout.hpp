@@ -15,13 +15,18 @@
 ///  - a one-flag program whose shm (every copy when alternating) fits in the
 ///    56 bytes after its flag keeps it in the flag's cache line: a peer that
 ///    sees the signal has the data in the same line transfer;
-///  - otherwise an alternating program's signals rotate over the words of
-///    the flag line by execution number (flag_words, up to 8): a peer that
-///    runs ahead writes later executions' words, so the word a waiter reads
-///    still holds the signal of the waiter's execution, with its call number.
-///    The check that a signal comes from the same call then needs nothing
-///    but that word (bcast of 8 B at P = 2: no read of the root's registry
-///    line, which the root rewrites every call).
+///  - otherwise an alternating program's signals rotate over words by
+///    execution number (flag_words): a peer that runs ahead writes later
+///    executions' words, so the word a waiter reads still holds the signal
+///    of the waiter's execution, with its call number. The check that a
+///    signal comes from the same call then needs nothing but that word
+///    (bcast of 8 B at P = 2: no read of the root's registry line, which the
+///    root rewrites every call). A one-flag program whose copy fits in the
+///    56 bytes after a word puts each copy in a line of its own behind its
+///    execution's word (signal_beside_data): as in the flag line, a waiter
+///    gets the signal and the data in one line transfer, and a ring of 32
+///    copies has 32 words. Otherwise the words are those of the flag line
+///    (up to 8).
 #include <collc/config.hpp>
 #include <collc/ir/program.hpp>
 #include <collc/ir/sequence.hpp>
@@ -43,10 +48,12 @@ struct plan_layout {
   bool alternate = false;          ///< shm_copies > 1
   int shm_copies = 1;              ///< execution e uses shm copy e % shm_copies (a power of two)
   bool data_in_flag_line = false;  ///< shm sits in the 56 bytes after the only flag
-  /// Words of each flag line that signals rotate over: execution e signals in
-  /// word e % flag_words (a power of two; 1 unless alternating, one program,
-  /// data outside the flag line).
+  /// Words that each flag's signals rotate over: execution e signals in word
+  /// e % flag_words (a power of two; 1 unless alternating, one program, data
+  /// outside the flag line), flag_word_stride words apart.
   int flag_words = 1;
+  std::size_t flag_word_stride = 1;  ///< 1: the words of the flag line; 8: the first word of each copy's line
+  bool signal_beside_data = false;   ///< each shm copy in its own line, behind its execution's flag word
   std::size_t copy_bytes = 0;      ///< bytes from one shm copy to the other
   std::size_t slot_bytes = 0;      ///< this rank's part of the node segment
   ir::runs runs;                   ///< the programs bound, in the order they run

@@ -44,11 +44,17 @@ COLLC_INLINE plan_layout layout_of(const std::vector<ir::program>& lowered, std:
   const std::size_t data = l.shm_elems * elem_size;
   const auto ncopies = static_cast<std::size_t>(copies);
   l.data_in_flag_line = l.flags == 1 && data > 0 && 8 + ncopies * data <= 64 && elem_size <= 8;
-  // Signals find their execution's word from the count alone (engine.hpp,
+  // A wait finds its signal's word from its execution (engine.hpp,
   // wait_word) when every execution signals alike: one program.
-  if (l.alternate && !l.data_in_flag_line && l.runs.programs.size() == 1) l.flag_words = std::min(copies, 8);
+  if (l.alternate && !l.data_in_flag_line && l.runs.programs.size() == 1) {
+    l.signal_beside_data = l.flags == 1 && data > 0 && 8 + data <= 64 && elem_size <= 8;
+    l.flag_words = l.signal_beside_data ? copies : std::min(copies, 8);
+    l.flag_word_stride = l.signal_beside_data ? 8 : 1;
+  }
   l.copy_bytes = l.data_in_flag_line ? data : (data + 63) / 64 * 64;
-  l.slot_bytes = l.data_in_flag_line ? 64 : static_cast<std::size_t>(l.flags) * 64 + ncopies * l.copy_bytes;
+  l.slot_bytes = l.data_in_flag_line     ? 64
+                 : l.signal_beside_data ? ncopies * 64
+                                        : static_cast<std::size_t>(l.flags) * 64 + ncopies * l.copy_bytes;
   return l;
 }
 
@@ -79,7 +85,9 @@ COLLC_INLINE std::string plan_layout::to_string(std::size_t elem_size) const {
     s += " elements)";
   }
   if (any_rank_messages) s += ", messages between nodes";
-  if (flag_words > 1) {
+  if (signal_beside_data) {
+    s += ", each copy in a line behind its signal";
+  } else if (flag_words > 1) {
     s += ", signals over ";
     s += std::to_string(flag_words);
     s += " words per flag line";
