@@ -388,8 +388,7 @@ class engine {
         case opcode::signal:
           kernels.sync();  // peers read what earlier kernels wrote once they see the signal
           std::atomic_ref<std::uint64_t>(o.flag[(call_.epoch & flag_word_mask_) * flag_word_stride_])
-              .store(flag_word(++own_[o.index], call_.seq),
-                                                        std::memory_order_release);
+              .store(flag_word(++own_[o.index], call_.seq), std::memory_order_release);
           break;
         case opcode::wait: {
           const std::int64_t target = sig_base_[o.index] + o.value;
@@ -429,18 +428,19 @@ class engine {
     return true;
   }
 
-  /// The word of flag line `o.flag` that holds the awaited signal: that of
-  /// its execution (see the file comment; word 0 when the flag has one).
+  /// The word of flag `o.flag` that holds the awaited signal: that of its
+  /// execution (see the file comment; the flag's only word when it has one).
   const std::uint64_t* wait_word(const bound_op& o) const noexcept {
-    return o.flag + ((call_.epoch + static_cast<std::uint64_t>(static_cast<std::int64_t>(o.exec_offset))) &
-                     flag_word_mask_) *
-                        flag_word_stride_;
+    return o.flag +
+           ((call_.epoch + static_cast<std::uint64_t>(static_cast<std::int64_t>(o.exec_offset))) & flag_word_mask_) *
+               flag_word_stride_;
   }
 
-  /// The signals given on flag line `flag` so far: the largest count of its words.
+  /// The signals given on flag `flag` so far: the largest count of its words.
   std::int64_t signals_now(const std::uint64_t* flag) const noexcept {
     std::int64_t n = 0;
-    for (std::uint64_t w = 0; w <= flag_word_mask_; ++w) n = std::max(n, signals_of(load(flag + w * flag_word_stride_)));
+    for (std::uint64_t w = 0; w <= flag_word_mask_; ++w)
+      n = std::max(n, signals_of(load(flag + w * flag_word_stride_)));
     return n;
   }
 

@@ -54,9 +54,9 @@ struct plan_layout {
   int flag_words = 1;
   std::size_t flag_word_stride = 1;  ///< 1: the words of the flag line; 8: the first word of each copy's line
   bool signal_beside_data = false;   ///< each shm copy in its own line, behind its execution's flag word
-  std::size_t copy_bytes = 0;      ///< bytes from one shm copy to the other
-  std::size_t slot_bytes = 0;      ///< this rank's part of the node segment
-  ir::runs runs;                   ///< the programs bound, in the order they run
+  std::size_t copy_bytes = 0;        ///< bytes from one shm copy to the other
+  std::size_t slot_bytes = 0;        ///< this rank's part of the node segment
+  ir::runs runs;                     ///< the programs bound, in the order they run
 
   /// One line: "flags 1, shm 64 B x 2 (alternating), scratch 0 B, slot 192 B, 2 programs, 1 execution per call".
   [[nodiscard]] std::string to_string(std::size_t elem_size) const;

@@ -52,7 +52,7 @@ COLLC_INLINE plan_layout layout_of(const std::vector<ir::program>& lowered, std:
     l.flag_word_stride = l.signal_beside_data ? 8 : 1;
   }
   l.copy_bytes = l.data_in_flag_line ? data : (data + 63) / 64 * 64;
-  l.slot_bytes = l.data_in_flag_line     ? 64
+  l.slot_bytes = l.data_in_flag_line    ? 64
                  : l.signal_beside_data ? ncopies * 64
                                         : static_cast<std::size_t>(l.flags) * 64 + ncopies * l.copy_bytes;
   return l;
