@@ -208,7 +208,7 @@ TEST_CASE("an alternating program's signals rotate over the words of its flag li
     REQUIRE(l.shm_copies == 32);
     CHECK_FALSE(l.signal_beside_data);
     CHECK(l.flag_words == 8);
-    CHECK(l.flag_word_stride == 1);
+    CHECK(l.flag_word_stride() == 1);
     CHECK(l.slot_bytes == 64 + 32 * lines(l.shm_elems * 8));  // the words are in the flag line: no extra space
     CHECK(l.to_string(8).ends_with(", signals over 8 words per flag line"));
   }
@@ -217,7 +217,7 @@ TEST_CASE("an alternating program's signals rotate over the words of its flag li
     REQUIRE(l.shm_copies == 32);
     CHECK(l.signal_beside_data);
     CHECK(l.flag_words == 32);
-    CHECK(l.flag_word_stride == 8);  // one 64-byte line apart
+    CHECK(l.flag_word_stride() == 8);  // one 64-byte line apart
     CHECK(l.copy_bytes == 64);
     CHECK(l.slot_bytes == 32 * 64);
     CHECK(l.to_string(8).ends_with(", each copy in a line behind its signal"));

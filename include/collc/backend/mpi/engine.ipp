@@ -469,7 +469,7 @@ COLLC_INLINE void engine::bind_all(int arena, std::size_t offset) {
   sig_base_.assign(static_cast<std::size_t>(node_size_ * lay_.flags), 0);
   own_.assign(static_cast<std::size_t>(lay_.flags), 0);
   flag_word_mask_ = static_cast<std::uint64_t>(lay_.flag_words - 1);
-  flag_word_stride_ = lay_.flag_word_stride;
+  flag_word_stride_ = lay_.flag_word_stride();
   // With one program every execution signals alike (c per flag and rank), so
   // a wait's target is c * epoch + value: its signal is in execution
   // epoch + floor((value - 1) / c).

@@ -50,13 +50,16 @@ struct plan_layout {
   bool data_in_flag_line = false;  ///< shm sits in the 56 bytes after the only flag
   /// Words that each flag's signals rotate over: execution e signals in word
   /// e % flag_words (a power of two; 1 unless alternating, one program, data
-  /// outside the flag line), flag_word_stride words apart.
+  /// outside the flag line), flag_word_stride() words apart.
   int flag_words = 1;
-  std::size_t flag_word_stride = 1;  ///< 1: the words of the flag line; 8: the first word of each copy's line
-  bool signal_beside_data = false;   ///< each shm copy in its own line, behind its execution's flag word
-  std::size_t copy_bytes = 0;        ///< bytes from one shm copy to the other
-  std::size_t slot_bytes = 0;        ///< this rank's part of the node segment
-  ir::runs runs;                     ///< the programs bound, in the order they run
+  bool signal_beside_data = false;  ///< each shm copy in its own line, behind its execution's flag word
+  std::size_t copy_bytes = 0;       ///< bytes from one shm copy to the other
+  std::size_t slot_bytes = 0;       ///< this rank's part of the node segment
+  ir::runs runs;                    ///< the programs bound, in the order they run
+
+  /// 8-byte words from one execution's flag word to the next: 1 within the
+  /// flag line, 8 (a line) when each word heads its shm copy's line.
+  [[nodiscard]] std::size_t flag_word_stride() const noexcept { return signal_beside_data ? 8 : 1; }
 
   /// One line: "flags 1, shm 64 B x 2 (alternating), scratch 0 B, slot 192 B, 2 programs, 1 execution per call".
   [[nodiscard]] std::string to_string(std::size_t elem_size) const;

@@ -49,7 +49,6 @@ COLLC_INLINE plan_layout layout_of(const std::vector<ir::program>& lowered, std:
   if (l.alternate && !l.data_in_flag_line && l.runs.programs.size() == 1) {
     l.signal_beside_data = l.flags == 1 && data > 0 && 8 + data <= 64 && elem_size <= 8;
     l.flag_words = l.signal_beside_data ? copies : std::min(copies, 8);
-    l.flag_word_stride = l.signal_beside_data ? 8 : 1;
   }
   l.copy_bytes = l.data_in_flag_line ? data : (data + 63) / 64 * 64;
   l.slot_bytes = l.data_in_flag_line    ? 64
