@@ -1081,6 +1081,12 @@ int run_all(context& cx, run_facts& f) {
     if (cx.me == 0) std::fprintf(stderr, "collc-bench: plan setup failed: %s\n", e.what());
     return 1;
   }
+  // After the setup timings, not before: 8 ranks on 2 cores that had napped
+  // through the probe (all but rank 0, in 1 ms sleeps) set plans up 1.7-2x
+  // slower for the next ~0.2 s (the first two of four repeated setup_times
+  // runs: 751-810 us against 404-461 us after and 432-448 us with no probe
+  // before; docs/benchmarks.md, "Plan setup and memory").
+  f.memcpy_bw = memcpy_bandwidth(cx.comm, cx.llc);
   if (cx.me == 0)
     std::printf(
         "# plan setup (allreduce, %zu B): first plan on a new communicator %.1f us (median of 9, dup and split), "
@@ -1158,7 +1164,6 @@ int main(int argc, char** argv) {
   f.type = cx.opt.type;
   f.op = cx.opt.op;
   f.rotate = cx.opt.rotate;
-  if (!cx.opt.describe) f.memcpy_bw = memcpy_bandwidth(cx.comm, cx.llc);  // --describe times nothing
   if (cx.opt.calibrate) {
     try {
       const collc::mpi::calibration cal = collc::mpi::calibrate_report(cx.comm);

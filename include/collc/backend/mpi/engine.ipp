@@ -56,8 +56,14 @@ COLLC_INLINE void watch_finalize() {
   (void)watching;
 }
 
-/// Online CPUs of this node: the cores the ranks of a node share.
-COLLC_INLINE int online_cores() noexcept { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+/// Online CPUs of this node: the cores the ranks of a node share. Read once
+/// per process: glibc answers hardware_concurrency() by opening and parsing
+/// /sys/devices/system/cpu/online, two of which made 8 of the 13 us of a
+/// one-rank plan's setup (perf, 2026-12-05).
+COLLC_INLINE int online_cores() noexcept {
+  static const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return cores;
+}
 
 COLLC_INLINE engine::engine(MPI_Comm comm, plan_shape shape, const resolved_options& opt)
     : shape_(std::move(shape)), opt_(opt) {

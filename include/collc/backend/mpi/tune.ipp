@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <thread>
 
 namespace collc {
 
@@ -76,7 +75,7 @@ COLLC_INLINE comm_layout describe_comm(MPI_Comm comm, bool order_sensitive, cons
     mine[0] = b.level;
     mine[1] = b.object;
   } catch (const error&) {
-    node = node_topology::flat(std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+    node = node_topology::flat(mpi::online_cores());
   }
   std::vector<int> all(2 * static_cast<std::size_t>(out.size));
   mpi::tune_check(MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, comm), "MPI_Allgather");
@@ -86,7 +85,7 @@ COLLC_INLINE comm_layout describe_comm(MPI_Comm comm, bool order_sensitive, cons
   }
   out.node = node;
 #else
-  out.node = node_topology::flat(std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+  out.node = node_topology::flat(mpi::online_cores());
   out.node.bindings.assign(static_cast<std::size_t>(L0), rank_binding{});  // unknown: flat in rank order
 #endif
   out.fingerprint = mpi::bcast_string(comm, out.node.fingerprint());
