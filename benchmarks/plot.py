@@ -8,6 +8,8 @@
                                            of that size went wrong and was left out)
   plot.py bars   CSV...                    the allreduce bars of docs/benchmarks.md, met or not
   plot.py plot   CSV... -o DIR             PNGs: time vs size for each side, and the ratio curve
+  plot.py handoff CSV... [--check FILE]    the rows of src/pmpi/measured.hpp: the sizes where a
+                                           library beat collc (printed, or compared with FILE)
 
 Every subcommand accepts raw collc-bench CSVs (any mix of libraries, rank
 counts and rounds); they are combined the same way:
@@ -220,6 +222,86 @@ def cmd_bars(args):
     return status
 
 
+# collc-bench's collective names, as src/pmpi/interpose.hpp's `coll` spells
+# them, and the library keys as measured.hpp's `library`.
+PMPI_COLL = {"allreduce": "allreduce", "reduce_scatter": "reduce_scatter_block", "allgather": "allgather",
+             "bcast": "bcast", "reduce": "reduce"}
+PMPI_LIBRARY = {"openmpi": "open_mpi", "mpich": "mpich"}
+HANDOFF_BEGIN = "// BEGIN rows made by benchmarks/plot.py handoff"
+HANDOFF_END = "// END rows made by benchmarks/plot.py handoff"
+
+
+def cxx_bytes(b):
+    for shift in (20, 10):
+        if b >= 1 << shift and b % (1 << shift) == 0:
+            return f"{b >> shift} << {shift}"
+    return str(b)
+
+
+def handoff_rows(rows):
+    """measured.hpp's rows: per library, collective and P (double sum, root
+    fixed), each run of measured sizes whose paired ratio against that
+    library (median over rounds) is above 1. A run from the smallest measured
+    size starts at 0 bytes, one to the largest ends at any_size; sizes
+    between two measured points belong to a run only when both ends lost.
+    collc-bench counts all P blocks of reduce_scatter and allgather, the
+    interposition library one block (a rank's message), so those sizes are
+    divided by P."""
+    cells = {}
+    for (coll, typ, op, rotate, P, b, lib), e in combine_rounds(rows).items():
+        if typ != "double" or rotate != "0" or coll not in PMPI_COLL or lib not in PMPI_LIBRARY:
+            continue
+        if op != "sum" and coll in ("allreduce", "reduce_scatter", "reduce"):
+            continue
+        cells.setdefault((lib, coll, int(P)), []).append((int(b), e))
+    out = []
+    for (lib, coll, P), sizes in sorted(cells.items(), key=lambda kv: (kv[0][0], PMPI_COLL[kv[0][1]], kv[0][2])):
+        sizes.sort(key=lambda x: x[0])
+        if any(collc_failed(e["check"]) for _, e in sizes):
+            raise SystemExit(f"plot.py handoff: collc failed in {lib} {coll} P={P}: no table from a wrong run")
+        lost = [not math.isnan(e["ratio_best_med"]) and e["ratio_best_med"] > 1.0 for _, e in sizes]
+        per_rank = P if coll in ("reduce_scatter", "allgather") else 1
+        i = 0
+        while i < len(sizes):
+            if not lost[i]:
+                i += 1
+                continue
+            j = i
+            while j + 1 < len(sizes) and lost[j + 1]:
+                j += 1
+            lo = "0" if i == 0 else cxx_bytes(sizes[i][0] // per_rank)
+            hi = "any_size" if j == len(sizes) - 1 else cxx_bytes(sizes[j][0] // per_rank)
+            what = ", ".join(f"{e['ratio_best_med']:.2f} at {size_label(b)}" for b, e in sizes[i:j + 1])
+            if per_rank > 1:
+                what += f" (all {P} blocks)"
+            out.append(f'    {{library::{PMPI_LIBRARY[lib]}, coll::{PMPI_COLL[coll]}, {P}, {lo}, {hi}, "{what}"}},')
+            i = j + 1
+    return out
+
+
+def cmd_handoff(args):
+    made = handoff_rows(read_rows(args.csv))
+    if not args.check:
+        print("\n".join([HANDOFF_BEGIN] + made + [HANDOFF_END]))
+        return 0
+    with open(args.check) as f:
+        text = f.read().splitlines()
+    try:
+        first, last = text.index(HANDOFF_BEGIN), text.index(HANDOFF_END)
+    except ValueError:
+        print(f"plot.py handoff: {args.check} has no '{HANDOFF_BEGIN}' ... '{HANDOFF_END}' block", file=sys.stderr)
+        return 2
+    held = text[first + 1:last]
+    if held == made:
+        print(f"{args.check}: its {len(made)} rows are those of the {len(args.csv)} CSV files")
+        return 0
+    import difflib
+    print(f"{args.check} differs from what plot.py handoff makes of the CSV files (- held, + made):")
+    for line in difflib.unified_diff(held, made, "held", "made", lineterm="", n=0):
+        print(line)
+    return 1
+
+
 def cmd_plot(args):
     try:
         import matplotlib
@@ -326,11 +408,15 @@ def main():
                    help="merged column to show (ratio_best, collc_med_us, best_mpi_us, collc_busbw_GBs, ...)")
     p = sub.add_parser("bars")
     p.add_argument("csv", nargs="+")
+    p = sub.add_parser("handoff")
+    p.add_argument("csv", nargs="+")
+    p.add_argument("--check", metavar="FILE", help="compare with the rows of FILE (src/pmpi/measured.hpp)")
     p = sub.add_parser("plot")
     p.add_argument("csv", nargs="+")
     p.add_argument("-o", "--output", required=True, help="directory for the PNGs")
     args = ap.parse_args()
-    return {"merge": cmd_merge, "table": cmd_table, "bars": cmd_bars, "plot": cmd_plot}[args.cmd](args) or 0
+    return {"merge": cmd_merge, "table": cmd_table, "bars": cmd_bars, "plot": cmd_plot,
+            "handoff": cmd_handoff}[args.cmd](args) or 0
 
 
 if __name__ == "__main__":

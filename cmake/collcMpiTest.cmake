@@ -5,8 +5,10 @@
 set(COLLC_TEST_RANKS 1 2 3 4 5 7 8 CACHE STRING "Rank counts for MPI tests")
 execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _collc_mpiexec_version ERROR_QUIET)
 if(_collc_mpiexec_version MATCHES "Open MPI|OpenRTE")
+  set(COLLC_MPI_IS_OPEN_MPI TRUE)
   set(COLLC_MPIEXEC_FLAGS --oversubscribe --allow-run-as-root --bind-to none --mca btl_vader_single_copy_mechanism none)
 else()
+  set(COLLC_MPI_IS_OPEN_MPI FALSE)
   set(COLLC_MPIEXEC_FLAGS "")  # MPICH (Hydra) oversubscribes and runs as root by default
 endif()
 

@@ -648,6 +648,25 @@ int state_keyval() {
   return kv;
 }
 
+// --- the measured table -------------------------------------------------------------
+
+/// The library under this process (its rows of measured.hpp apply), from the
+/// version string: "Open MPI v4.1.4, ..." or "MPICH Version: 4.0.2 ...";
+/// any other library is `other`, for which no row was measured. Read once
+/// (MPI allows the call before MPI_Init).
+library running_library() {
+  static const library lib = [] {
+    char text[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+    int len = 0;
+    if (PMPI_Get_library_version(text, &len) != MPI_SUCCESS) return library::other;
+    const std::string v(text, static_cast<std::size_t>(len > 0 ? len : 0));
+    if (v.find("Open MPI") != std::string::npos) return library::open_mpi;
+    if (v.find("MPICH") != std::string::npos) return library::mpich;
+    return library::other;
+  }();
+  return lib;
+}
+
 /// The state of `comm`, created at its first intercepted call. The last
 /// communicator a thread called on is remembered (programs call many
 /// collectives in a row on one communicator), which saves the attribute
@@ -678,8 +697,10 @@ comm_state& state_of(MPI_Comm comm) {
   if (!s->inter) {
     PMPI_Comm_size(comm, &s->size);
     PMPI_Comm_rank(comm, &s->rank);
+    const library lib = running_library();
     for (const mpi_faster_row& row : mpi_faster_rows)
-      if (row.ranks == s->size) s->mpi_faster[static_cast<int>(row.c)].push_back({row.min_bytes, row.max_bytes});
+      if (row.lib == lib && row.ranks == s->size)
+        s->mpi_faster[static_cast<int>(row.c)].push_back({row.min_bytes, row.max_bytes});
   }
   comm_state* raw = s.get();
   {
@@ -692,10 +713,6 @@ comm_state& state_of(MPI_Comm comm) {
   last_comm = comm, last_state = raw, last_freed = freed;
   return *raw;
 }
-
-// --- the measured table -------------------------------------------------------------
-
-// The rows of measured.hpp, kept per communicator: comm_state::mpi_is_faster.
 
 // --- errors ---------------------------------------------------------------------------
 

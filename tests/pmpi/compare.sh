@@ -5,14 +5,17 @@
 # of it, from rank 0), and (3) with COLLC_PMPI_STATS=1 the preloaded run's
 # statistics show collc handled calls of each collective named by --expect.
 #   compare.sh --mpiexec M --np N --lib L [--expect allreduce,bcast,...]
-#              [--calls MPI_Name=N]... [--env VAR=VALUE]... -- program args...
+#              [--calls MPI_Name=N]... [--mpi-faster bcast,...|none] [--env VAR=VALUE]... -- program args...
 # --calls: rank 0's statistics must count exactly N calls of MPI_Name (by
 # collc and by MPI together): a call caught twice (a Fortran binding that
 # calls the C name under a Fortran wrapper) or not at all shows here.
+# --mpi-faster LIST: the statistics must show calls of each collective in
+# LIST handed to MPI by the measured table (src/pmpi/measured.hpp); "none":
+# no call of any collective was.
 # The preloaded run forces collc onto every call it can take
 # (COLLC_PMPI_FROM_CALL=1, COLLC_PMPI_SIZES=all) unless --env says otherwise.
 set -euo pipefail
-mpiexec="" np="" lib="" expect="" envs=() calls=()
+mpiexec="" np="" lib="" expect="" faster="" envs=() calls=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     --mpiexec) mpiexec=$2; shift 2 ;;
@@ -21,6 +24,7 @@ while [[ $# -gt 0 ]]; do
     --expect) expect=$2; shift 2 ;;
     --env) envs+=("$2"); shift 2 ;;
     --calls) calls+=("$2"); shift 2 ;;
+    --mpi-faster) faster=$2; shift 2 ;;
     --) shift; break ;;
     *) echo "compare.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -64,6 +68,27 @@ for c in "${want[@]}"; do
     echo "compare.sh: the statistics do not show $name calls handled by collc"; exit 1
   fi
 done
+mpi_name() {
+  case $1 in
+    reduce_scatter_block) echo MPI_Reduce_scatter_block ;;
+    reduce_scatter) echo MPI_Reduce_scatter ;;
+    *) echo "MPI_${1^}" ;;
+  esac
+}
+faster_reason="to MPI: size the MPI library does faster here"
+if [[ $faster == none ]]; then
+  if grep -E "^collc pmpi: +MPI_[A-Za-z_]+: [0-9,]+ $faster_reason" "$work/pre.err"; then
+    echo "compare.sh: the measured table handed the calls above to MPI; expected none (another library's rows?)"; exit 1
+  fi
+elif [[ -n $faster ]]; then
+  IFS=, read -r -a fast <<<"$faster"
+  for c in "${fast[@]}"; do
+    name=$(mpi_name "$c")
+    if ! grep -Eq "^collc pmpi: +$name: [1-9][0-9,]* $faster_reason" "$work/pre.err"; then
+      echo "compare.sh: the statistics do not show $name calls handed to MPI by the measured table"; exit 1
+    fi
+  done
+fi
 for c in "${calls[@]}"; do
   name=${c%%=*} want=${c#*=}
   line=$(grep -E "^collc pmpi: $name: " "$work/pre.err" || true)
