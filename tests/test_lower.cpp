@@ -175,6 +175,24 @@ TEST_CASE("default selection verifies for every collective and shape", "[algo][p
         }
 }
 
+TEST_CASE("rooted defaults on one node: the tree for small calls and for reduce at P = 2 up to 2 MiB",
+          "[algo][presets]") {
+  const std::vector<int> one_node(2, 0);
+  // node_cores 0: no oversubscription rule (the tree of P - 1 for small calls).
+  for (std::size_t bytes : {std::size_t{8}, std::size_t{4096}}) {
+    CHECK(algo::default_schedule(collective::reduce, 2, bytes, true, one_node, 0) == algo::schedule::tree(0));
+    CHECK(algo::default_schedule(collective::bcast, 2, bytes, true, one_node, 0) == algo::schedule::tree(0));
+  }
+  for (std::size_t bytes : {std::size_t{32} << 10, std::size_t{256} << 10, std::size_t{2} << 20})
+    CHECK(algo::default_schedule(collective::reduce, 2, bytes, true, one_node, 0) == algo::schedule::tree(0));
+  CHECK(algo::default_schedule(collective::reduce, 2, (std::size_t{2} << 20) + 8, true, one_node, 0) ==
+        algo::schedule::copy_in());
+  CHECK(algo::default_schedule(collective::bcast, 2, std::size_t{256} << 10, true, one_node, 0) ==
+        algo::schedule::copy_in());
+  CHECK(algo::default_schedule(collective::reduce, 4, std::size_t{256} << 10, true, std::vector<int>(4, 0), 0) ==
+        algo::schedule::copy_in());
+}
+
 TEST_CASE("bad schedules are refused with the bad value named", "[algo][lower][errors]") {
   using Catch::Matchers::Contains;
   auto lower = [](algo::schedule s, collective c, int P, int root = 0, std::vector<int> node_of = {}) {

@@ -49,7 +49,8 @@ bool uniform_blocks(const std::vector<int>& node_of, int& per_node, int& nodes);
 ///  - one node: allreduce <= 4 KiB and P <= 16, and P = 2 at every size:
 ///    {P} (one step, every rank reduces all contributions); larger: {-P,P}
 ///    (every rank reduces its slice, then reads the others'). reduce_scatter {-P}, allgather {P};
-///    reduce and bcast: binomial tree up to 4 KiB, else copy-in.
+///    reduce and bcast: binomial tree up to 4 KiB (reduce at P = 2: up to
+///    2 MiB, presets.ipp says why), else copy-in.
 ///  - one node with more ranks than `node_cores` (oversubscribed; 0 =
 ///    unknown, taken as one core per rank): allreduce while P x bytes <=
 ///    64 KiB: {P} (with the MPI engine's alternating shm copies a call has

@@ -143,6 +143,15 @@ COLLC_INLINE schedule default_schedule(collective c, int P, std::size_t bytes, b
       case collective::reduce_scatter: return schedule::recursive(factor_set{-P});
       case collective::allgather: return schedule::recursive(factor_set{P});
       case collective::reduce:
+        // P = 2 up to 2 MiB: the tree (the leaf's message moves to the root
+        // once) rather than copy-in (three half-messages cross between the
+        // two ranks' cores). Measured on 2 cores, 24 paired rounds, root 0
+        // (docs/benchmarks.md): 32 KiB-2 MiB alike or faster in the VM's fast
+        // periods (256 KiB 8.4-9.7 against 8.3-12.3 us), 0.6-0.8x copy-in's
+        // time in its slow ones, where a cache line between the cores costs
+        // ~3x (2 MiB 132-139 against 220-230 us); at 16 MiB copy-in is faster
+        // in the fast periods (930-1110 against 1200-1890 us).
+        return small || (P == 2 && bytes <= (std::size_t{2} << 20)) ? schedule::tree(0) : schedule::copy_in();
       case collective::bcast: return small ? schedule::tree(0) : schedule::copy_in();
     }
   }
