@@ -4,7 +4,8 @@
 // library (docs/pmpi.md, "When collc takes a call"). The rows are made, not
 // written: `benchmarks/plot.py handoff docs/data/one_node/*.csv` prints them
 // from the raw collc-bench CSVs behind the tables of issue 14's bar in
-// docs/benchmarks.md ("All five collectives, the bar of issue 14"), and the
+// docs/benchmarks.md ("All five collectives against the better of Open MPI
+// and MPICH"), and the
 // test `pmpi_measured_table` fails when the block below is not what it makes
 // of those files. A row is a run of measured sizes whose paired ratio
 // collc / library (median over rounds, double sum, root 0) is above 1; sizes
