@@ -193,6 +193,24 @@ TEST_CASE("rooted defaults on one node: the tree for small calls and for reduce 
         algo::schedule::copy_in());
 }
 
+TEST_CASE("rooted defaults on an oversubscribed node: the binomial tree up to 2 MiB, then copy-in", "[algo][presets]") {
+  // 2 cores: P = 3, 4, 8 are oversubscribed; 16 cores: they are not.
+  for (int P : {3, 4, 8}) {
+    const std::vector<int> one_node(static_cast<std::size_t>(P), 0);
+    for (collective c : {collective::bcast, collective::reduce}) {
+      INFO(to_string(c) << " P = " << P);
+      CHECK(algo::default_schedule(c, P, 65536, true, one_node, 2) == algo::schedule::tree(P - 1));
+      for (std::size_t bytes : {std::size_t{65536} + 8, std::size_t{256} << 10, std::size_t{2} << 20})
+        CHECK(algo::default_schedule(c, P, bytes, true, one_node, 2) == algo::schedule::tree(0));
+      CHECK(algo::default_schedule(c, P, (std::size_t{2} << 20) + 8, true, one_node, 2) == algo::schedule::copy_in());
+      CHECK(algo::default_schedule(c, P, std::size_t{256} << 10, true, one_node, 16) == algo::schedule::copy_in());
+    }
+    // The other collectives keep their rules.
+    CHECK(algo::default_schedule(collective::allgather, P, std::size_t{256} << 10, true, one_node, 2) ==
+          algo::schedule::recursive(factor_set{P}));
+  }
+}
+
 TEST_CASE("bad schedules are refused with the bad value named", "[algo][lower][errors]") {
   using Catch::Matchers::Contains;
   auto lower = [](algo::schedule s, collective c, int P, int root = 0, std::vector<int> node_of = {}) {

@@ -40,12 +40,10 @@ inline constexpr std::size_t any_size = ~std::size_t{0};
 inline constexpr mpi_faster_row mpi_faster_rows[] = {
 // BEGIN rows made by benchmarks/plot.py handoff
     {library::open_mpi, coll::bcast, 2, 0, 8, "1.29 at 8 B"},
-    {library::open_mpi, coll::bcast, 3, 0, 8, "1.38 at 8 B"},
-    {library::open_mpi, coll::bcast, 4, 0, 8, "1.01 at 8 B"},
+    {library::open_mpi, coll::bcast, 3, 0, 8, "1.04 at 8 B"},
+    {library::open_mpi, coll::bcast, 4, 0, 8, "1.02 at 8 B"},
     {library::open_mpi, coll::reduce, 2, 0, 8, "1.37 at 8 B"},
     {library::open_mpi, coll::reduce, 2, 256 << 10, 256 << 10, "1.10 at 256 KiB"},
-    {library::open_mpi, coll::reduce, 3, 0, 64, "1.43 at 8 B, 1.03 at 64 B"},
-    {library::open_mpi, coll::reduce, 8, 0, 8, "1.01 at 8 B"},
 // END rows made by benchmarks/plot.py handoff
 };
 // clang-format on

@@ -61,7 +61,10 @@ bool uniform_blocks(const std::vector<int>& node_of, int& per_node, int& nodes);
 ///    read; each leaf waits on the root only: P = 8, 16 KiB: 46 us against
 ///    52 us for {8}; from 128 KiB {-P,P} wins). A rank descheduled in the
 ///    middle of a call stalls everyone who waits on it, so the number of
-///    dependent waits decides.
+///    dependent waits decides. Reduce and bcast above 64 KiB and up to
+///    2 MiB: the binomial tree (each rank waits on its parent and children
+///    only, where copy-in's rounds wait on every rank; presets.ipp has the
+///    measurement).
 ///  - several nodes, equal blocks of L ranks on N nodes: hierarchical
 ///    allreduce {-L, N, L} (reduce-scatter on the node, exchange of slices
 ///    between nodes, allgather on the node), {-L..} forms for the others;

@@ -133,6 +133,21 @@ COLLC_INLINE schedule default_schedule(collective c, int P, std::size_t bytes, b
       return schedule::recursive(factor_set{P});
     return schedule::tree(std::max(2, P - 1));
   }
+  // Oversubscribed rooted calls above 64 KiB and up to 2 MiB: the binomial
+  // tree rather than copy-in. Copy-in is van de Geijn's scatter-allgather
+  // bcast (and the reduce-scatter + gather reduce): two (three) rounds in
+  // which every rank waits on every other, and with more ranks than cores
+  // each such round waits for a descheduled rank. In the tree a rank waits on
+  // its parent and children only, and a large call's chunks pipeline down
+  // its levels (a parent refills its shm once its children read it). Measured on 2
+  // cores, P = 3, 4, 8, 7 rounds, ratio to Open MPI in the same run
+  // (docs/benchmarks.md, "Large rooted calls"): bcast 128 KiB-2 MiB
+  // 0.29-0.46 against copy-in's 0.41-0.62 (P = 8 from 1 MiB alike), reduce
+  // 0.14-0.66 against 0.14-0.86 (alike at 2 MiB); at 4 MiB neither wins
+  // everywhere, so copy-in stays above 2 MiB.
+  if (one_node && oversubscribed && bytes <= (std::size_t{2} << 20) &&
+      (c == collective::bcast || c == collective::reduce))
+    return schedule::tree(0);
   if (one_node) {
     switch (c) {
       case collective::allreduce:
