@@ -10,13 +10,18 @@
 #include <collc/ir/sequence.hpp>
 
 #include <cstddef>
+#include <optional>
 #include <vector>
 
 namespace collc_test {
 
+/// `pieces`: the engine's (ir::exchange_pieces_for) unless a test asks for
+/// smaller ones, so that pipelined exchanges appear at small counts.
 inline collc::ir::chunked lower_like_engine(const collc::algo::schedule& s, collc::collective c, int P,
                                             std::size_t count, std::size_t elem, std::size_t chunk_bytes,
-                                            const std::vector<int>& node_of, int root) {
+                                            const std::vector<int>& node_of, int root,
+                                            std::optional<collc::ir::exchange_pieces> pieces = std::nullopt) {
+  const auto bound = pieces.value_or(collc::ir::exchange_pieces_for(elem));
   const bool blocked = c == collc::collective::reduce_scatter || c == collc::collective::allgather;
   return collc::ir::lower_in_chunks(count, elem, blocked ? static_cast<std::size_t>(P) : 1, chunk_bytes,
                                     [&](std::size_t n, std::size_t stride) {
@@ -28,7 +33,7 @@ inline collc::ir::chunked lower_like_engine(const collc::algo::schedule& s, coll
                                       q.granule = collc::ir::line_granule(elem);
                                       q.block_stride = stride;
                                       q.node_of = node_of;
-                                      return collc::ir::engine_form(collc::algo::lower(s, q));
+                                      return collc::ir::engine_form(collc::algo::lower(s, q), bound);
                                     });
 }
 

@@ -7,6 +7,7 @@
 #include <collc/algo/lower.hpp>
 #include <collc/algo/presets.hpp>
 #include <collc/ir/passes.hpp>
+#include <collc/ir/sequence.hpp>
 #include <collc/ir/text.hpp>
 #include <collc/ir/verify.hpp>
 
@@ -530,6 +531,98 @@ TEST_CASE("optimize keeps lowered schedules correct", "[ir][passes][optimize][lo
         CHECK(instructions(q) <= instructions(p));
       }
     }
+}
+
+// ---------------------------------------------------------------- pipeline_exchanges
+
+namespace {
+
+/// Two ranks on two nodes exchanging 64 elements and reducing what arrives
+/// (recursive doubling between nodes), each line of rank 0 given; rank 1 mirrors.
+program exchange(std::initializer_list<const char*> rank0, std::initializer_list<const char*> rank1) {
+  program p = prog({rank0, rank1});
+  p.node_of = {0, 1};
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("pipeline_exchanges reduces each piece of a large exchange as it arrives", "[ir][passes][pipeline]") {
+  const program p = exchange({"send ->r1 tag 1 send+0 x64", "recv <-r1 tag 1 scratch+0 x64", "fence",
+                              "reduce recv+0 <- send+0, scratch+0 x64"},
+                             {"send ->r0 tag 1 send+0 x64", "recv <-r0 tag 1 scratch+0 x64", "fence",
+                              "reduce recv+0 <- scratch+0, send+0 x64"});
+  REQUIRE(check(p) == "ok");
+  // Pieces of 24: 24 + 24 + 16, all sent at once, each reduced once it is in,
+  // the fence last (it still completes every send before the execution ends).
+  const program q = pipeline_exchanges(p, 24);
+  CHECK(q == exchange({"send ->r1 tag 1 send+0 x24", "send ->r1 tag 1 send+24 x24", "send ->r1 tag 1 send+48 x16",
+                       "recv <-r1 tag 1 scratch+0 x24", "reduce recv+0 <- send+0, scratch+0 x24",
+                       "recv <-r1 tag 1 scratch+24 x24", "reduce recv+24 <- send+24, scratch+24 x24",
+                       "recv <-r1 tag 1 scratch+48 x16", "reduce recv+48 <- send+48, scratch+48 x16", "fence"},
+                      {"send ->r0 tag 1 send+0 x24", "send ->r0 tag 1 send+24 x24", "send ->r0 tag 1 send+48 x16",
+                       "recv <-r0 tag 1 scratch+0 x24", "reduce recv+0 <- scratch+0, send+0 x24",
+                       "recv <-r0 tag 1 scratch+24 x24", "reduce recv+24 <- scratch+24, send+24 x24",
+                       "recv <-r0 tag 1 scratch+48 x16", "reduce recv+48 <- scratch+48, send+48 x16", "fence"}));
+  CHECK(check(q) == "ok");
+  // In place a piece's reduction overwrites what a later piece's send may
+  // still read: the engine must stage such a program, and is told so.
+  CHECK(in_place_safe(p));
+  CHECK_FALSE(in_place_safe(q));
+  // Fewer than two pieces, an exchange below min_count, or no piece size:
+  // nothing to pipeline.
+  CHECK(pipeline_exchanges(p, 33) == p);
+  CHECK(pipeline_exchanges(p, 24, 65) == p);
+  CHECK(pipeline_exchanges(p, 24, 64) == q);
+  CHECK(pipeline_exchanges(p, 0) == p);
+  CHECK(pipeline_exchanges(q, 8) == q);  // already pieces: no step has the shape any more
+}
+
+TEST_CASE("pipeline_exchanges leaves steps it cannot reorder safely", "[ir][passes][pipeline]") {
+  // The reduction writes the message's own source (scratch+0): run piece by
+  // piece before the fence it would overwrite data still being sent.
+  const program own_source =
+      exchange({"send ->r1 tag 1 scratch+0 x64", "recv <-r1 tag 1 scratch+64 x64", "fence",
+                "reduce scratch+0 <- scratch+0, scratch+64 x64", "copy recv+0 <- scratch+0 x64"},
+               {"send ->r0 tag 1 scratch+0 x64", "recv <-r0 tag 1 scratch+64 x64", "fence",
+                "reduce scratch+0 <- scratch+64, scratch+0 x64", "copy recv+0 <- scratch+0 x64"});
+  CHECK(pipeline_exchanges(own_source, 16) == own_source);
+  // That is not caution for its own sake: the same reordering by hand races.
+  program by_hand = own_source;
+  for (int r = 0; r < 2; ++r) {
+    const std::string peer = r == 0 ? "r1" : "r0";
+    auto& code = by_hand.code[static_cast<std::size_t>(r)];
+    code.clear();
+    for (int j = 0; j < 4; ++j)
+      code.push_back(parse_instruction("send ->" + peer + " tag 1 scratch+" + std::to_string(16 * j) + " x16", r));
+    for (int j = 0; j < 4; ++j) {
+      const std::string at = std::to_string(16 * j), in = std::to_string(64 + 16 * j);
+      code.push_back(parse_instruction("recv <-" + peer + " tag 1 scratch+" + in + " x16", r));
+      code.push_back(parse_instruction(r == 0
+                                           ? "reduce scratch+" + at + " <- scratch+" + at + ", scratch+" + in + " x16"
+                                           : "reduce scratch+" + at + " <- scratch+" + in + ", scratch+" + at + " x16",
+                                       r));
+    }
+    code.push_back(fence{});
+    code.push_back(parse_instruction("copy recv+0 <- scratch+0 x64", r));
+  }
+  CHECK(check(by_hand) != "ok");
+  // A partner whose step is not the mirror (it consumes the message through
+  // a synchronisation) keeps both sides whole: the pieces must match.
+  const program one_sided = exchange({"send ->r1 tag 1 send+0 x64", "recv <-r1 tag 1 scratch+0 x64", "fence",
+                                      "reduce recv+0 <- send+0, scratch+0 x64"},
+                                     {"send ->r0 tag 1 send+0 x64", "recv <-r0 tag 1 scratch+0 x64", "fence",
+                                      "signal f0", "reduce recv+0 <- scratch+0, send+0 x64"});
+  CHECK(pipeline_exchanges(one_sided, 16) == one_sided);
+  // Rank 1's step receives rank 0's second message, not the one rank 0's
+  // step sends (MPI matches the k-th send with the k-th receive): the steps
+  // look alike but are not each other's mirror, and are left whole.
+  const program crossed = exchange({"send ->r1 tag 1 send+0 x64", "recv <-r1 tag 1 scratch+0 x64", "fence",
+                                    "reduce recv+0 <- send+0, scratch+0 x64", "send ->r1 tag 1 recv+0 x64"},
+                                   {"recv <-r0 tag 1 scratch+64 x64", "send ->r0 tag 1 send+0 x64",
+                                    "recv <-r0 tag 1 scratch+0 x64", "fence", "copy recv+0 <- scratch+0 x64"});
+  REQUIRE(check(crossed) == "ok");
+  CHECK(pipeline_exchanges(crossed, 16) == crossed);
 }
 
 TEST_CASE("alternating shm halves is race-free for every shared-memory schedule", "[ir][passes][alternate]") {

@@ -93,6 +93,24 @@ program drop_redundant_waits(program p);
 ///   auto q = collc::ir::shorten_data_paths(collc::algo::lower(schedule, request));
 program shorten_data_paths(program p);
 
+/// Overlaps a large exchange between two ranks with the reduction of what
+/// it brings (a pipeline, as MPI libraries segment large messages). Where
+/// ranks r and q both run `send ->peer A xn; recv <-peer D xn; fence; C`, C
+/// a copy or reduce that reads all of D (the recursive-exchange step between
+/// two nodes), and n >= max(2 * piece, min_count), both messages travel as pieces of `piece`
+/// elements (same tag: MPI matches them in order) and each rank consumes
+/// piece j as soon as it has arrived:
+///   `send A+0 xm; send A+m xm; ...; recv D+0 xm; C[0, m); recv D+m xm; C[m, 2m); ...; fence`
+/// so the network carries piece j + 1 while C works on piece j. Applies only
+/// where moving C's pieces before the fence and the later receives touches
+/// nothing they touch: C's other ranges are disjoint from D (or D itself,
+/// element for element) and its destination is no source of a send still in
+/// flight. In place (send and recv one buffer) C then writes what a send may
+/// still read, so such a program is not in_place_safe and the engine stages
+/// the input. piece = 0 returns p unchanged.
+///   auto q = collc::ir::pipeline_exchanges(p, 65536, 524288);  // doubles: 512 KiB pieces from 4 MiB
+program pipeline_exchanges(program p, std::size_t piece, std::size_t min_count = 0);
+
 /// All passes: drop_redundant_waits first (its analysis only looks at
 /// signals and waits, which the other passes never touch, and fewer waits
 /// leave adjacent copies to merge and let forwarding cross fewer

@@ -423,6 +423,139 @@ COLLC_INLINE program shorten_data_paths(program p) {
   }
 }
 
+namespace detail::pass {
+
+/// Whether x[0, nx) and y[0, ny) share an element.
+constexpr bool overlap(const ref& x, std::size_t nx, const ref& y, std::size_t ny) {
+  return x.buf == y.buf && x.owner == y.owner && x.offset < y.offset + ny && y.offset < x.offset + nx;
+}
+
+/// Whether `ins` at code[at + 3] reads the whole of the receive `v` and may
+/// run piece by piece before the fence: its other ranges are D itself
+/// (element for element) or disjoint from it, and its destination is no
+/// source of the rank's sends since the last fence (they are in flight).
+inline bool consumer_moves(const rank_program& code, std::size_t at, const send& s, const recv& v) {
+  const instruction& ins = code[at + 3];
+  const auto same_or_apart = [&](const ref& x, std::size_t n) { return x == v.dst || !overlap(x, n, v.dst, v.count); };
+  ref dst;
+  if (const auto* c = std::get_if<copy>(&ins)) {
+    if (c->src != v.dst || c->count != v.count || !same_or_apart(c->dst, c->count)) return false;
+    dst = c->dst;
+  } else if (const auto* d = std::get_if<reduce>(&ins)) {
+    if ((d->a != v.dst && d->b != v.dst) || d->count != v.count) return false;
+    if (!same_or_apart(d->a, d->count) || !same_or_apart(d->b, d->count) || !same_or_apart(d->dst, d->count))
+      return false;
+    dst = d->dst;
+  } else {
+    return false;
+  }
+  if (overlap(dst, v.count, s.src, s.count)) return false;
+  for (std::size_t i = at; i-- > 0;) {
+    if (std::holds_alternative<fence>(code[i])) break;
+    if (const auto* e = std::get_if<send>(&code[i]); e && overlap(dst, v.count, e->src, e->count)) return false;
+  }
+  return true;
+}
+
+/// `ins` (a copy or reduce) restricted to its elements [from, from + n).
+inline instruction piece_of(const instruction& ins, std::size_t from, std::size_t n) {
+  const auto at = [&](ref x) {
+    x.offset += from;
+    return x;
+  };
+  if (const auto* c = std::get_if<copy>(&ins)) return copy{at(c->dst), at(c->src), n};
+  const auto& d = std::get<reduce>(ins);
+  return reduce{at(d.dst), at(d.a), at(d.b), n};
+}
+
+}  // namespace detail::pass
+
+COLLC_INLINE program pipeline_exchanges(program p, std::size_t piece, std::size_t min_count) {
+  using namespace detail::pass;
+  if (piece == 0) return p;
+  const auto P = static_cast<std::size_t>(p.ranks);
+  // Rank r's instructions i..i+3 are `send; recv; fence; C` with one peer,
+  // equal counts of at least two pieces and min_count, and C free to run
+  // piece by piece.
+  const auto step_at = [&](std::size_t r, std::size_t i) {
+    const rank_program& code = p.code[r];
+    if (i + 3 >= code.size() || !std::holds_alternative<fence>(code[i + 2])) return false;
+    const auto* s = std::get_if<send>(&code[i]);
+    const auto* v = std::get_if<recv>(&code[i + 1]);
+    return s && v && s->peer == v->peer && s->count == v->count && v->count >= std::max(2 * piece, min_count) &&
+           consumer_moves(code, i, *s, *v);
+  };
+  // Which message from `peer` with `tag` instruction `at` of rank r is
+  // (MPI matches the k-th send with the k-th receive of the same peer and tag).
+  const auto ordinal = [&](std::size_t r, std::size_t at, int peer, int tag, bool sends) {
+    int k = 0;
+    for (std::size_t i = 0; i < at; ++i) {
+      const auto& ins = p.code[r][i];
+      if (const auto* s = std::get_if<send>(&ins); sends && s && s->peer == peer && s->tag == tag) ++k;
+      if (const auto* v = std::get_if<recv>(&ins); !sends && v && v->peer == peer && v->tag == tag) ++k;
+    }
+    return k;
+  };
+  // Rank q's step at j is the mirror of rank r's at i: its send is r's
+  // receive and its receive r's send.
+  const auto mirrors = [&](std::size_t r, std::size_t i, std::size_t q, std::size_t j) {
+    const auto& s = std::get<send>(p.code[r][i]);
+    const auto& v = std::get<recv>(p.code[r][i + 1]);
+    const auto& qs = std::get<send>(p.code[q][j]);
+    const auto& qv = std::get<recv>(p.code[q][j + 1]);
+    const int ri = static_cast<int>(r), qi = static_cast<int>(q);
+    return qs.peer == ri && qs.count == s.count && qs.tag == v.tag && qv.tag == s.tag &&
+           ordinal(q, j, ri, qs.tag, true) == ordinal(r, i + 1, qi, v.tag, false) &&
+           ordinal(q, j + 1, ri, qv.tag, false) == ordinal(r, i, qi, s.tag, true);
+  };
+  std::vector<std::vector<std::size_t>> steps(P);  // [r]: where rank r's steps start
+  for (std::size_t r = 0; r < P; ++r)
+    for (std::size_t i = 0; i < p.code[r].size(); ++i) {
+      if (!step_at(r, i)) continue;
+      const auto q = static_cast<std::size_t>(std::get<send>(p.code[r][i]).peer);
+      if (q >= P || q == r) continue;
+      for (std::size_t j = 0; j < p.code[q].size(); ++j)
+        if (step_at(q, j) && mirrors(r, i, q, j)) {
+          steps[r].push_back(i);
+          break;
+        }
+    }
+  for (std::size_t r = 0; r < P; ++r) {
+    if (steps[r].empty()) continue;
+    const rank_program& code = p.code[r];
+    rank_program out;
+    std::size_t next = 0;
+    for (std::size_t i = 0; i < code.size();) {
+      if (next < steps[r].size() && steps[r][next] == i) {
+        const auto& s = std::get<send>(code[i]);
+        const auto& v = std::get<recv>(code[i + 1]);
+        const std::size_t n = v.count;
+        for (std::size_t from = 0; from < n; from += piece) {
+          send part = s;
+          part.src.offset += from;
+          part.count = std::min(piece, n - from);
+          out.emplace_back(part);
+        }
+        for (std::size_t from = 0; from < n; from += piece) {
+          recv part = v;
+          part.dst.offset += from;
+          part.count = std::min(piece, n - from);
+          out.emplace_back(part);
+          out.push_back(piece_of(code[i + 3], from, part.count));
+        }
+        out.emplace_back(fence{});
+        i += 4;
+        ++next;
+      } else {
+        out.push_back(code[i]);
+        ++i;
+      }
+    }
+    p.code[r] = std::move(out);
+  }
+  return p;
+}
+
 COLLC_INLINE program optimize(program p) { return shorten_data_paths(drop_redundant_waits(std::move(p))); }
 
 COLLC_INLINE program alternate(const program& p, int copies) {

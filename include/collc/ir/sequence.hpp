@@ -37,6 +37,7 @@
 #include <collc/ir/passes.hpp>
 #include <collc/ir/program.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <functional>
 #include <vector>
@@ -71,8 +72,35 @@ bool in_place_safe(const program& p);
 /// on one node copy-in's reduce and bcast at P = 2 reduce or read straight
 /// into recv (one copy of half the data less; 256 KiB: reduce 9.7 against
 /// 10.6-12.4 us, bcast 5.7-6.0 against 6.6-6.7 us). The engine and the
-/// tests that prove its runs call this one function.
-program engine_form(program p);
+/// tests that prove its runs call this one function. With `pieces`
+/// (elements; default: off), large exchanges between two ranks then become
+/// pipelines of pieces (pipeline_exchanges); the engine passes
+/// exchange_pieces_for() of its element size.
+struct exchange_pieces {
+  std::size_t piece = 0;      ///< elements per piece; 0: no pipelining
+  std::size_t min_count = 0;  ///< only exchanges of at least this many elements
+};
+program engine_form(program p, exchange_pieces pieces = {});
+
+/// Exchanges between nodes of at least exchange_pipeline_bytes travel as
+/// pieces of exchange_piece_bytes, each reduced as it arrives
+/// (pipeline_exchanges). Measured over loopback TCP (P = 2, one rank per
+/// node, allreduce: one exchange and its reduction per 4 MiB network chunk;
+/// 7 rounds beside MPI_Allreduce, docs/benchmarks.md, "Between nodes:
+/// pipelined exchanges"): with 512 KiB pieces collc took 1032 against 1307
+/// us at 4 MiB, 2359 against 2605 at 8 MiB, 5052 against 5496 at 16 MiB
+/// (256 KiB, 1 MiB and 2 MiB pieces less); at 1 and 2 MiB pieces made the
+/// ratio to MPI worse (0.94 against 0.79, 1.16 against 0.98), so smaller
+/// exchanges stay whole.
+inline constexpr std::size_t exchange_piece_bytes = std::size_t{512} << 10;
+inline constexpr std::size_t exchange_pipeline_bytes = std::size_t{4} << 20;
+
+/// exchange_piece_bytes and exchange_pipeline_bytes in elements of
+/// `elem_size` bytes.
+constexpr exchange_pieces exchange_pieces_for(std::size_t elem_size) noexcept {
+  if (elem_size == 0) return {};
+  return {std::max<std::size_t>(1, exchange_piece_bytes / elem_size), exchange_pipeline_bytes / elem_size};
+}
 
 /// Which of rank r's instructions are receives the engine posts when an
 /// execution starts instead of where they stand (per instruction; true only

@@ -107,8 +107,9 @@ COLLC_INLINE built_plan build_plan(MPI_Comm comm, const plan_shape& shape, const
         r.node_of = q.node_of;
         // COLLC_ENABLE_CHECKS / options.checks: the engine proves the programs
         // it binds, in the order it runs them (engine::verify_runs).
-        // Data goes straight to its destination (ir::engine_form).
-        return ir::engine_form(algo::lower(sched, r));
+        // Data goes straight to its destination, and large exchanges between
+        // nodes are pipelined (ir::engine_form).
+        return ir::engine_form(algo::lower(sched, r), ir::exchange_pieces_for(shape.elem_size));
       });
   return {std::move(e), std::move(sched)};
 }
