@@ -10,6 +10,7 @@
 #include <collc/plan.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <numeric>
 #include <string>
@@ -435,8 +436,10 @@ TEST_CASE("between nodes messages land in place, posted when the execution start
 
 TEST_CASE("between nodes exchanges from 4 MiB run as pipelines of pieces", "[backend][mpi][plan][nodes]") {
   // Every rank its own node, recursive doubling (P a power of two) and the
-  // reduce-scatter step of {-2}, with 8 MiB chunks so that an exchange holds
-  // 4 MiB: it travels in 512 KiB pieces reduced as they arrive
+  // reduce-scatter step of {-2}, with chunks large enough that an exchange
+  // holds 4 MiB (recursive doubling's scratch holds one exchange per step;
+  // reduce-scatter's chunk is split over P blocks): it travels in 512 KiB
+  // pieces reduced as they arrive
   // (ir::pipeline_exchanges; recursive doubling's later steps send the
   // partial result their reduction overwrites, so they stay whole). Two
   // chunks and a tail, in place (staged: a piece's reduction overwrites what
@@ -446,7 +449,8 @@ TEST_CASE("between nodes exchanges from 4 MiB run as pipelines of pieces", "[bac
   const int me = world_rank();
   collc::plan_options o;
   o.ranks_per_node = 1;
-  o.chunk_bytes = std::size_t{8} << 20;
+  const int steps = std::countr_zero(static_cast<unsigned>(P));
+  o.chunk_bytes = (std::size_t{4} << 20) * static_cast<std::size_t>(std::max(2, steps));
   o.timeout_s = 60;
   // Under COLLC_ENABLE_CHECKS the engine proves what it binds; at P = 4 the
   // 4 MiB programs' sequence needs more than the verifier's 2 GiB limit (it
