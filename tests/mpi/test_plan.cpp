@@ -6,6 +6,7 @@
 // communicators, start/test/wait.
 #include "support.hpp"
 
+#include <collc/algo/presets.hpp>
 #include <collc/backend/mpi/registry.hpp>
 #include <collc/plan.hpp>
 
