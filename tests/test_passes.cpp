@@ -576,6 +576,9 @@ TEST_CASE("pipeline_exchanges reduces each piece of a large exchange as it arriv
   CHECK(pipeline_exchanges(p, 24, 64) == q);
   CHECK(pipeline_exchanges(p, 0) == p);
   CHECK(pipeline_exchanges(q, 8) == q);  // already pieces: no step has the shape any more
+  program one_node = p;  // lowering sends messages between nodes only; one node is not scanned
+  one_node.node_of.clear();
+  CHECK(pipeline_exchanges(one_node, 24) == one_node);
 }
 
 TEST_CASE("pipeline_exchanges leaves steps it cannot reorder safely", "[ir][passes][pipeline]") {

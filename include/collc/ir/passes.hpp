@@ -107,7 +107,8 @@ program shorten_data_paths(program p);
 /// element for element) and its destination is no source of a send still in
 /// flight. In place (send and recv one buffer) C then writes what a send may
 /// still read, so such a program is not in_place_safe and the engine stages
-/// the input. piece = 0 returns p unchanged.
+/// the input. piece = 0, or a program on one node (no messages), returns p
+/// unchanged.
 ///   auto q = collc::ir::pipeline_exchanges(p, 65536, 524288);  // doubles: 512 KiB pieces from 4 MiB
 program pipeline_exchanges(program p, std::size_t piece, std::size_t min_count = 0);
 

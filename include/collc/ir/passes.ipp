@@ -472,7 +472,9 @@ inline instruction piece_of(const instruction& ins, std::size_t from, std::size_
 
 COLLC_INLINE program pipeline_exchanges(program p, std::size_t piece, std::size_t min_count) {
   using namespace detail::pass;
-  if (piece == 0) return p;
+  // One node (node_of empty) has no messages: nothing to scan (a 64-rank
+  // copy-in program would cost ~40 us of plan setup for nothing).
+  if (piece == 0 || p.node_of.empty()) return p;
   const auto P = static_cast<std::size_t>(p.ranks);
   // Rank r's instructions i..i+3 are `send; recv; fence; C` with one peer,
   // equal counts of at least two pieces and min_count, and C free to run
