@@ -64,6 +64,12 @@ program guarded(program p, int flags);
 /// until the next fence.
 bool in_place_safe(const program& p);
 
+/// How engine_form pipelines exchanges between two ranks (pipeline_exchanges).
+struct exchange_pieces {
+  std::size_t piece = 0;      ///< elements per piece; 0: no pipelining
+  std::size_t min_count = 0;  ///< only exchanges of at least this many elements
+};
+
 /// The program the MPI engine binds for a lowered chunk program `p`:
 /// shorten_data_paths, so that data goes straight to where it is used instead
 /// of through a temporary and a copy, and scratch trimmed to what is still
@@ -76,10 +82,6 @@ bool in_place_safe(const program& p);
 /// (elements; default: off), large exchanges between two ranks then become
 /// pipelines of pieces (pipeline_exchanges); the engine passes
 /// exchange_pieces_for() of its element size.
-struct exchange_pieces {
-  std::size_t piece = 0;      ///< elements per piece; 0: no pipelining
-  std::size_t min_count = 0;  ///< only exchanges of at least this many elements
-};
 program engine_form(program p, exchange_pieces pieces = {});
 
 /// Exchanges between nodes of at least exchange_pipeline_bytes travel as
