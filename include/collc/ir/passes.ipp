@@ -425,34 +425,29 @@ COLLC_INLINE program shorten_data_paths(program p) {
 
 namespace detail::pass {
 
-/// Whether x[0, nx) and y[0, ny) share an element.
-constexpr bool overlap(const ref& x, std::size_t nx, const ref& y, std::size_t ny) {
-  return x.buf == y.buf && x.owner == y.owner && x.offset < y.offset + ny && y.offset < x.offset + nx;
-}
-
 /// Whether `ins` at code[at + 3] reads the whole of the receive `v` and may
 /// run piece by piece before the fence: its other ranges are D itself
 /// (element for element) or disjoint from it, and its destination is no
 /// source of the rank's sends since the last fence (they are in flight).
 inline bool consumer_moves(const rank_program& code, std::size_t at, const send& s, const recv& v) {
   const instruction& ins = code[at + 3];
-  const auto same_or_apart = [&](const ref& x, std::size_t n) { return x == v.dst || !overlap(x, n, v.dst, v.count); };
+  const std::size_t n = v.count;
   ref dst;
   if (const auto* c = std::get_if<copy>(&ins)) {
-    if (c->src != v.dst || c->count != v.count || !same_or_apart(c->dst, c->count)) return false;
+    if (c->src != v.dst || c->count != n || !same_or_disjoint(c->dst, v.dst, n)) return false;
     dst = c->dst;
   } else if (const auto* d = std::get_if<reduce>(&ins)) {
-    if ((d->a != v.dst && d->b != v.dst) || d->count != v.count) return false;
-    if (!same_or_apart(d->a, d->count) || !same_or_apart(d->b, d->count) || !same_or_apart(d->dst, d->count))
+    if ((d->a != v.dst && d->b != v.dst) || d->count != n) return false;
+    if (!same_or_disjoint(d->a, v.dst, n) || !same_or_disjoint(d->b, v.dst, n) || !same_or_disjoint(d->dst, v.dst, n))
       return false;
     dst = d->dst;
   } else {
     return false;
   }
-  if (overlap(dst, v.count, s.src, s.count)) return false;
+  if (overlaps(dst, n, s.src, s.count)) return false;
   for (std::size_t i = at; i-- > 0;) {
     if (std::holds_alternative<fence>(code[i])) break;
-    if (const auto* e = std::get_if<send>(&code[i]); e && overlap(dst, v.count, e->src, e->count)) return false;
+    if (const auto* e = std::get_if<send>(&code[i]); e && overlaps(dst, n, e->src, e->count)) return false;
   }
   return true;
 }
