@@ -8,6 +8,7 @@
 
 #include <collc/algo/presets.hpp>
 #include <collc/backend/mpi/registry.hpp>
+#include <collc/ir/sequence.hpp>
 #include <collc/plan.hpp>
 
 #include <algorithm>
@@ -446,19 +447,20 @@ TEST_CASE("between nodes exchanges from 4 MiB run as pipelines of pieces", "[bac
   // chunks and a tail, in place (staged: a piece's reduction overwrites what
   // a later piece still sends) and not, one rank late to each call.
   const int P = world_size();
-  if (P < 2 || (P & (P - 1)) != 0) return;
+  if (P < 2 || !std::has_single_bit(static_cast<unsigned>(P))) return;
   const int me = world_rank();
   collc::plan_options o;
   o.ranks_per_node = 1;
   const int steps = std::countr_zero(static_cast<unsigned>(P));
-  o.chunk_bytes = (std::size_t{4} << 20) * static_cast<std::size_t>(std::max(2, steps));
+  o.chunk_bytes = collc::ir::exchange_pipeline_bytes * static_cast<std::size_t>(std::max(2, steps));
   o.timeout_s = 60;
   // Under COLLC_ENABLE_CHECKS the engine proves what it binds; at P = 4 the
   // 4 MiB programs' sequence needs more than the verifier's 2 GiB limit (it
   // refuses, naming the limit). tests/test_sequence.cpp proves the same
   // pipelined programs with small pieces at P = 1..8.
   if (P > 2) o.checks = false;
-  const std::size_t piece = (std::size_t{512} << 10) / sizeof(double), chunk = 8 * piece;  // 4 MiB
+  const std::size_t piece = collc::ir::exchange_piece_bytes / sizeof(double),
+                    chunk = collc::ir::exchange_pipeline_bytes / sizeof(double);
   auto reduce_all =
       collc::make_allreduce<double>(MPI_COMM_WORLD, 2 * chunk + 13, o, collc::algo::recursive_doubling(P));
   auto scatter = collc::make_reduce_scatter<std::int64_t>(
