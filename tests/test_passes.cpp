@@ -576,9 +576,42 @@ TEST_CASE("pipeline_exchanges reduces each piece of a large exchange as it arriv
   CHECK(pipeline_exchanges(p, 24, 64) == q);
   CHECK(pipeline_exchanges(p, 0) == p);
   CHECK(pipeline_exchanges(q, 8) == q);  // already pieces: no step has the shape any more
-  program one_node = p;  // lowering sends messages between nodes only; one node is not scanned
+  program one_node = p;                  // lowering sends messages between nodes only; one node is not scanned
   one_node.node_of.clear();
   CHECK(pipeline_exchanges(one_node, 24) == one_node);
+}
+
+TEST_CASE("pipeline_exchanges keeps `ahead` pieces in flight before the one it receives", "[ir][passes][pipeline]") {
+  const program p = exchange({"send ->r1 tag 1 send+0 x64", "recv <-r1 tag 1 scratch+0 x64", "fence",
+                              "reduce recv+0 <- send+0, scratch+0 x64"},
+                             {"send ->r0 tag 1 send+0 x64", "recv <-r0 tag 1 scratch+0 x64", "fence",
+                              "reduce recv+0 <- scratch+0, send+0 x64"});
+  // One ahead (what the engine runs): piece j + 1 leaves once piece j is in,
+  // before piece j's reduction, so it travels while that reduction runs.
+  const program one = pipeline_exchanges(p, 24, 0, 1);
+  CHECK(one == exchange({"send ->r1 tag 1 send+0 x24", "recv <-r1 tag 1 scratch+0 x24", "send ->r1 tag 1 send+24 x24",
+                         "reduce recv+0 <- send+0, scratch+0 x24", "recv <-r1 tag 1 scratch+24 x24",
+                         "send ->r1 tag 1 send+48 x16", "reduce recv+24 <- send+24, scratch+24 x24",
+                         "recv <-r1 tag 1 scratch+48 x16", "reduce recv+48 <- send+48, scratch+48 x16", "fence"},
+                        {"send ->r0 tag 1 send+0 x24", "recv <-r0 tag 1 scratch+0 x24", "send ->r0 tag 1 send+24 x24",
+                         "reduce recv+0 <- scratch+0, send+0 x24", "recv <-r0 tag 1 scratch+24 x24",
+                         "send ->r0 tag 1 send+48 x16", "reduce recv+24 <- scratch+24, send+24 x24",
+                         "recv <-r0 tag 1 scratch+48 x16", "reduce recv+48 <- scratch+48, send+48 x16", "fence"}));
+  CHECK(check(one) == "ok");
+  CHECK_FALSE(in_place_safe(one));
+  // Two ahead: the first two pieces leave at once, the third after the first is in.
+  const program two = pipeline_exchanges(p, 24, 0, 2);
+  rank_program two_rank0;
+  for (const char* line : {"send ->r1 tag 1 send+0 x24", "send ->r1 tag 1 send+24 x24", "recv <-r1 tag 1 scratch+0 x24",
+                           "send ->r1 tag 1 send+48 x16", "reduce recv+0 <- send+0, scratch+0 x24",
+                           "recv <-r1 tag 1 scratch+24 x24", "reduce recv+24 <- send+24, scratch+24 x24",
+                           "recv <-r1 tag 1 scratch+48 x16", "reduce recv+48 <- send+48, scratch+48 x16", "fence"})
+    two_rank0.push_back(parse_instruction(line, 0));
+  CHECK(two.code[0] == two_rank0);
+  CHECK(check(two) == "ok");
+  // As many ahead as there are pieces, or more: all at once, as ahead = 0.
+  CHECK(pipeline_exchanges(p, 24, 0, 3) == pipeline_exchanges(p, 24));
+  CHECK(pipeline_exchanges(p, 24, 0, std::size_t(-1)) == pipeline_exchanges(p, 24));
 }
 
 TEST_CASE("pipeline_exchanges leaves steps it cannot reorder safely", "[ir][passes][pipeline]") {

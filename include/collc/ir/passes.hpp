@@ -99,9 +99,13 @@ program shorten_data_paths(program p);
 /// a copy or reduce that reads all of D (the recursive-exchange step between
 /// two nodes), and n >= max(2 * piece, min_count), both messages travel as pieces of `piece`
 /// elements (same tag: MPI matches them in order) and each rank consumes
-/// piece j as soon as it has arrived:
+/// piece j as soon as it has arrived. With `ahead` = 0 every piece is sent
+/// at once:
 ///   `send A+0 xm; send A+m xm; ...; recv D+0 xm; C[0, m); recv D+m xm; C[m, 2m); ...; fence`
-/// so the network carries piece j + 1 while C works on piece j. Applies only
+/// with `ahead` = k the first k pieces are sent first and piece j + k right
+/// after piece j has arrived, so at most k pieces of each message are in
+/// flight (k = 1: `send A+0; recv D+0; send A+m; C[0, m); recv D+m; send A+2m; C[m, 2m); ...`).
+/// Either way the network carries piece j + 1 while C works on piece j. Applies only
 /// where moving C's pieces before the fence and the later receives touches
 /// nothing they touch: C's other ranges are disjoint from D (or D itself,
 /// element for element) and its destination is no source of a send still in
@@ -109,8 +113,8 @@ program shorten_data_paths(program p);
 /// still read, so such a program is not in_place_safe and the engine stages
 /// the input. piece = 0, or a program on one node (no messages), returns p
 /// unchanged.
-///   auto q = collc::ir::pipeline_exchanges(p, 65536, 524288);  // doubles: 512 KiB pieces from 4 MiB
-program pipeline_exchanges(program p, std::size_t piece, std::size_t min_count = 0);
+///   auto q = collc::ir::pipeline_exchanges(p, 65536, 524288, 1);  // doubles: 512 KiB pieces from 4 MiB, one ahead
+program pipeline_exchanges(program p, std::size_t piece, std::size_t min_count = 0, std::size_t ahead = 0);
 
 /// All passes: drop_redundant_waits first (its analysis only looks at
 /// signals and waits, which the other passes never touch, and fewer waits

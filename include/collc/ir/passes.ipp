@@ -465,7 +465,7 @@ inline instruction piece_of(const instruction& ins, std::size_t from, std::size_
 
 }  // namespace detail::pass
 
-COLLC_INLINE program pipeline_exchanges(program p, std::size_t piece, std::size_t min_count) {
+COLLC_INLINE program pipeline_exchanges(program p, std::size_t piece, std::size_t min_count, std::size_t ahead) {
   using namespace detail::pass;
   // One node (node_of empty) has no messages: nothing to scan (a 64-rank
   // copy-in program would cost ~40 us of plan setup for nothing).
@@ -527,17 +527,22 @@ COLLC_INLINE program pipeline_exchanges(program p, std::size_t piece, std::size_
         const auto& s = std::get<send>(code[i]);
         const auto& v = std::get<recv>(code[i + 1]);
         const std::size_t n = v.count;
-        for (std::size_t from = 0; from < n; from += piece) {
+        const auto send_piece = [&](std::size_t from) {
           send part = s;
           part.src.offset += from;
           part.count = std::min(piece, n - from);
           out.emplace_back(part);
-        }
+        };
+        // Elements sent before the first receive: all (ahead 0, or at least as
+        // many pieces as there are), else `ahead` pieces.
+        const std::size_t lead = ahead == 0 || ahead >= (n + piece - 1) / piece ? n : ahead * piece;
+        for (std::size_t from = 0; from < n && from < lead; from += piece) send_piece(from);
         for (std::size_t from = 0; from < n; from += piece) {
           recv part = v;
           part.dst.offset += from;
           part.count = std::min(piece, n - from);
           out.emplace_back(part);
+          if (from + lead < n) send_piece(from + lead);
           out.push_back(piece_of(code[i + 3], from, part.count));
         }
         out.emplace_back(fence{});

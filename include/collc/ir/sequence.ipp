@@ -106,7 +106,7 @@ COLLC_INLINE bool in_place_safe(const program& p) {
 }
 
 COLLC_INLINE program engine_form(program p, exchange_pieces pieces) {
-  p = pipeline_exchanges(shorten_data_paths(std::move(p)), pieces.piece, pieces.min_count);
+  p = pipeline_exchanges(shorten_data_paths(std::move(p)), pieces.piece, pieces.min_count, pieces.ahead);
   // Scratch that forwarding left unused at the end is not allocated.
   std::size_t used = 0;
   for (const auto& code : p.code)
