@@ -469,13 +469,18 @@ std::optional<user_function> user_op_of(MPI_Op op) {
 /// the same call (MPI requires matching counts, types, ops and roots), except
 /// handles' numeric values, which only need to be consistent within a rank.
 /// User operators are keyed by their function, not their handle: programs
-/// create a new handle for each call.
+/// create a new handle for each call. They are also keyed by the datatype,
+/// which the function receives and may branch on: MPI_INT and MPI_FLOAT are
+/// both 4-byte blobs to collc, but a plan built for one must not hand the
+/// function the other's handle. Only predefined types reach a plan, and a
+/// predefined type is the same type on every rank (MPI's type-signature rule).
 struct signature {
   coll c = coll::allreduce;
   elem e = elem::none;
   opk o = opk::none;
   std::uint64_t count = 0;
-  std::uintptr_t op_id = 0;  // the user function, else 0
+  std::uintptr_t op_id = 0;    // the user function, else 0
+  std::uintptr_t type_id = 0;  // a user operator's datatype, else 0
   int root = 0;
   bool commute = true;
   op_language lang = op_language::c;
@@ -490,6 +495,7 @@ struct signature_hash {
     mix(static_cast<std::uint64_t>(s.o));
     mix(s.count);
     mix(s.op_id);
+    mix(s.type_id);
     mix(static_cast<std::uint64_t>(s.root));
     mix(s.commute);
     return static_cast<std::size_t>(h);
@@ -895,6 +901,7 @@ int dispatch(const call& c, std::optional<why> unfit, ToMpi&& to_mpi) {
                           c.o,
                           c.count,
                           c.o == opk::user ? reinterpret_cast<std::uintptr_t>(c.user.fn) : 0,
+                          c.o == opk::user ? handle_id(c.user.type) : 0,
                           c.root,
                           c.o != opk::user || c.user.commute,
                           c.user.lang};
