@@ -268,9 +268,9 @@ class engine {
           call_.exec_started = true;
           call_.pc = 0;
         }
-        if (!interpret<T>(bp, op, block, kernels)) return false;
+        if (!interpret<T>(bp, op, block, kernels)) return unfinished();
         kernels.sync();
-        if (!complete_sends(bp, nullptr, block)) return false;
+        if (!complete_sends(bp, nullptr, block)) return unfinished();
         finish(bp);
         call_.exec_started = false;
         call_.last_program = static_cast<int>(which);
@@ -523,7 +523,24 @@ class engine {
   /// Blocks until `t` completes (waiting policy of wait.hpp).
   void wait_transfer(transfer& t, const bound_op& at, const char* what);
 
-  /// Blocks until `ready()`, spinning then yielding (wait.hpp), with slow_check() every millisecond.
+  /// One turn of the MPI library's progress engine. A program written for MPI
+  /// may rely on its pending operations (a rendezvous send it started, a
+  /// round of an MPI_Ibarrier) advancing while it is blocked in, or testing,
+  /// a collective (MPI 4.0, section 3.7.4, "Progress"); a wait that only
+  /// watched shared memory would stall them, and a peer waiting on one of
+  /// them would wait for this rank for good (libcollc_mpi under such
+  /// programs: tests/pmpi/c_progress.c). Waits call it once they have lasted
+  /// wait.hpp's idle_after, and an unfinished test() calls it once.
+  void progress_mpi() const;
+
+  /// A non-blocking advance() that found the call unfinished: progress_mpi(), then false.
+  bool unfinished() const {
+    progress_mpi();
+    return false;
+  }
+
+  /// Blocks until `ready()`, spinning then yielding (wait.hpp), with slow_check() every millisecond
+  /// and progress_mpi() between polls once the wait is long.
   template <class Ready>
   void block_until(Ready ready, const bound_op& o, int peer, const char* what, std::int64_t target = 0);
 

@@ -542,7 +542,16 @@ COLLC_INLINE void engine::check_message_call(const bound_op& o, int peer) {
 
 template <class Ready>
 void engine::block_until(Ready ready, const bound_op& o, int peer, const char* what, std::int64_t target) {
-  wait_until(spin_, ready, [&](double waited) { slow_check(o, peer, what, target, waited); });
+  wait_until(
+      spin_, ready, [&](double waited) { slow_check(o, peer, what, target, waited); }, [&] { progress_mpi(); });
+}
+
+COLLC_INLINE void engine::progress_mpi() const {
+  // Nothing is ever sent point to point on the control communicator (collc's
+  // messages use comm_, its own duplicate), so this probe cannot match: it
+  // runs the progress engine and returns.
+  int flag = 0;
+  COLLC_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, reg_->control(), &flag, MPI_STATUS_IGNORE));
 }
 
 COLLC_INLINE void engine::test_sends(bound_program& bp) {

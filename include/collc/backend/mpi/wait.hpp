@@ -4,9 +4,11 @@
 /// spin with the CPU's pause hint for `spin` polls, since with a core per rank
 /// the peer's answer is a cache-line transfer away; then yield the core
 /// between polls, since on an oversubscribed node the peer needs this core to
-/// make progress; and about every millisecond hand the time waited so far to
-/// `slow`, which looks for failed or mismatched peers and the timeout (and may
-/// throw). Nothing here knows about plans.
+/// make progress, and once the wait has lasted `idle_after` call `idle`
+/// between polls (the engine turns the MPI library's progress engine there:
+/// engine::progress_mpi); and about every millisecond hand the time waited
+/// so far to `slow`, which looks for failed or mismatched peers and the
+/// timeout (and may throw). Nothing here knows about plans.
 #include <chrono>
 #include <thread>
 
@@ -20,8 +22,14 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
-template <class Ready, class Slow>
-void wait_until(unsigned spin, Ready ready, Slow slow) {
+/// How long a wait goes before it calls `idle` between its polls: longer
+/// than a call that is merely in flight takes (an 8-byte message between
+/// nodes ~5 us, a peer on the node descheduled for a time slice much more),
+/// so a wait that ends soon never pays for it.
+inline constexpr std::chrono::microseconds idle_after{20};
+
+template <class Ready, class Slow, class Idle>
+void wait_until(unsigned spin, Ready ready, Slow slow, Idle idle) {
   for (unsigned i = 0; i < spin; ++i) {
     if (ready()) return;
     cpu_relax();
@@ -32,6 +40,7 @@ void wait_until(unsigned spin, Ready ready, Slow slow) {
   while (!ready()) {
     std::this_thread::yield();
     const auto now = clock::now();
+    if (now - t0 >= idle_after) idle();
     if (now - last < std::chrono::milliseconds(1) || ready()) continue;
     last = now;
     slow(std::chrono::duration<double>(now - t0).count());
