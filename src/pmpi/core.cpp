@@ -748,6 +748,22 @@ struct call {
   opk o;
   int root;
   user_function user;
+  /// Bcast and allgather move bytes. Where this rank's buffer is not those
+  /// bytes as they lie (a derived type with gaps, a pair type's padding,
+  /// MPI_BOTTOM with absolute displacements), the call runs on a packed copy
+  /// of the side (stage_and_run). MPI's type-signature rule makes the bytes
+  /// the same on every rank, but not the layout: deciding by layout would
+  /// send one rank to MPI and its peers to collc, and they would never meet.
+  struct layout {
+    MPI_Datatype type = MPI_DATATYPE_NULL;  // MPI_DATATYPE_NULL: this side is not staged
+    std::size_t count = 0;
+  };
+  layout send_packed = {};  // packed before the call
+  layout recv_packed = {};  // packed before the call if recv_in, unpacked after it if recv_out
+  bool recv_in = false, recv_out = false;
+  [[nodiscard]] bool staged() const {
+    return send_packed.type != MPI_DATATYPE_NULL || recv_packed.type != MPI_DATATYPE_NULL;
+  }
 };
 
 /// Where a call goes.
@@ -808,6 +824,123 @@ std::optional<why> classify_reduction(MPI_Datatype type, MPI_Op op, elem& e, opk
 
 constexpr std::size_t max_counted_signatures = 1 << 16;
 
+/// Whether MPI_Pack writes a type's data as its bytes, nothing added (what
+/// every homogeneous MPI does, and what staging needs: a packed rank and a
+/// rank whose buffer is already dense must move the same bytes). Checked
+/// once with a strided vector; the same library answers alike on every rank.
+bool pack_is_plain() {
+  static const bool plain = [] {
+    MPI_Datatype every_other;
+    if (PMPI_Type_vector(2, 1, 2, MPI_INT, &every_other) != MPI_SUCCESS) return false;
+    PMPI_Type_commit(&every_other);
+    const int in[4] = {11, 22, 33, 44};
+    int out[2] = {0, 0}, position = 0;
+    const bool ok = PMPI_Pack(in, 1, every_other, out, sizeof out, &position, MPI_COMM_SELF) == MPI_SUCCESS &&
+                    position == static_cast<int>(sizeof out) && out[0] == 11 && out[1] == 33;
+    PMPI_Type_free(&every_other);
+    return ok;
+  }();
+  return plain;
+}
+
+/// How `count` elements of `type` at `buf` map to the bytes collc moves.
+struct byte_view {
+  bool known = false;     // a type whose size MPI states
+  std::size_t bytes = 0;  // count x size: the same on every rank of a correct call
+  bool direct = false;    // the bytes are the buffer itself, from `buf` on
+};
+
+byte_view view_of(const void* buf, std::size_t count, MPI_Datatype type) {
+  if (type == MPI_DATATYPE_NULL) return {};
+  if (const type_info* t = find_type(type); t != nullptr && t->dense)
+    return {true, count * t->extent, buf != MPI_BOTTOM && buf != nullptr};
+  int size = 0;
+  MPI_Aint lb = 0, extent = 0, true_lb = 0, true_extent = 0;
+  if (PMPI_Type_size(type, &size) != MPI_SUCCESS || size == MPI_UNDEFINED || size < 0 ||
+      PMPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS ||
+      PMPI_Type_get_true_extent(type, &true_lb, &true_extent) != MPI_SUCCESS)
+    return {};
+  const auto n = static_cast<MPI_Aint>(size);
+  // Dense: the data fills [0, size) of each element, and elements follow each other.
+  const bool dense = size > 0 && lb == 0 && true_lb == 0 && true_extent == n && (count <= 1 || extent == n);
+  return {true, count * static_cast<std::size_t>(size), dense && buf != MPI_BOTTOM && buf != nullptr};
+}
+
+/// Packs (or, with `unpack`, unpacks) `l.count` elements of `l.type` at
+/// `user` to or from `bytes`, in pieces whose byte counts fit MPI's int.
+/// Returns an MPI error code.
+int move_packed(const call::layout& l, const void* user, unsigned char* bytes, bool unpack, MPI_Comm comm) {
+  int size = 0;
+  MPI_Aint lb = 0, extent = 0;
+  PMPI_Type_size(l.type, &size);
+  PMPI_Type_get_extent(l.type, &lb, &extent);
+  if (size <= 0) return MPI_SUCCESS;
+  const std::size_t per = std::max<std::size_t>(1, (std::size_t{1} << 30) / static_cast<std::size_t>(size));
+  // Element i lives at user + i * extent (MPI_BOTTOM: its displacements are addresses).
+  const auto base = reinterpret_cast<std::uintptr_t>(user);
+  for (std::size_t i = 0; i < l.count; i += per) {
+    const int n = static_cast<int>(std::min(per, l.count - i));
+    const int span = n * size;
+    void* at = reinterpret_cast<void*>(base + i * static_cast<std::size_t>(extent));
+    unsigned char* packed = bytes + i * static_cast<std::size_t>(size);
+    int position = 0;
+    const int err = unpack ? PMPI_Unpack(packed, span, &position, at, n, l.type, comm)
+                           : PMPI_Pack(at, n, l.type, packed, span, &position, comm);
+    if (err != MPI_SUCCESS) return err;
+  }
+  return MPI_SUCCESS;
+}
+
+/// The packed copies of a staged call's sides (call::layout).
+struct staging {
+  std::vector<unsigned char> send_copy, recv_copy;
+
+  static std::size_t bytes_of(const call::layout& l) {
+    int size = 0;
+    PMPI_Type_size(l.type, &size);
+    return l.count * static_cast<std::size_t>(std::max(size, 0));
+  }
+
+  /// Before the call: packs what the call reads, and points `send` / `recv`
+  /// (the user's buffers on entry) at the copies of the staged sides.
+  /// Returns an MPI error code.
+  int in(const call& c, const void*& send, void*& recv) {
+    int err = MPI_SUCCESS;
+    if (c.send_packed.type != MPI_DATATYPE_NULL) {
+      send_copy.resize(bytes_of(c.send_packed));
+      if ((err = move_packed(c.send_packed, c.send, send_copy.data(), false, c.comm)) != MPI_SUCCESS) return err;
+      send = send_copy.data();
+    }
+    if (c.recv_packed.type != MPI_DATATYPE_NULL) {
+      recv_copy.resize(bytes_of(c.recv_packed));
+      if (c.recv_in && (err = move_packed(c.recv_packed, c.recv, recv_copy.data(), false, c.comm)) != MPI_SUCCESS)
+        return err;
+      recv = recv_copy.data();
+    }
+    return err;
+  }
+
+  /// After the call: unpacks the result into the user's receive buffer.
+  int out(const call& c) {
+    if (c.recv_packed.type == MPI_DATATYPE_NULL || !c.recv_out) return MPI_SUCCESS;
+    return move_packed(c.recv_packed, c.recv, recv_copy.data(), true, c.comm);
+  }
+};
+
+/// Starts and waits for `c` on `plan`, through packed copies of its staged
+/// sides; a thread's copies grow to its largest staged call. Returns an MPI
+/// error code; collc's errors are thrown.
+int stage_and_run(typed_plan& plan, const call& c) {
+  const void* send = c.send;
+  void* recv = c.recv;
+  thread_local staging copies;
+  if (c.staged())
+    if (const int err = copies.in(c, send, recv); err != MPI_SUCCESS) return err;
+  plan.start(send, recv);
+  plan.wait();
+  return c.staged() ? copies.out(c) : MPI_SUCCESS;
+}
+
 /// Runs `c` on the communicator's plan for `sig` (built at first use), or says
 /// why it goes to MPI. Returns an MPI error code in `*err` when collc ran it.
 verdict run_on_collc(comm_state& st, const settings& s, const call& c, const signature& sig, int* err) {
@@ -853,9 +986,7 @@ verdict run_on_collc(comm_state& st, const settings& s, const call& c, const sig
       st.plan_bytes += cost;
     }
     st.last_sig = sig, st.last_hit = hit;
-    hit->plan->start(c.send, c.recv);
-    hit->plan->wait();
-    *err = MPI_SUCCESS;
+    *err = stage_and_run(*hit->plan, c);
   } catch (const std::exception& e) {
     // The plan that failed is dropped: the next call of the signature builds a new one.
     st.drop(sig);
@@ -890,6 +1021,8 @@ int dispatch(const call& c, std::optional<why> unfit, ToMpi&& to_mpi) {
       v = refuse(*unfit);
     else if (c.count == 0)
       v = refuse(why::empty);
+    else if (st.size == 1 && c.staged())
+      v = refuse(why::derived_type);  // one rank: MPI's own copy through the datatypes
     else if (st.size == 1) {
       local_copy(c);
       v.collc = local = true;
@@ -994,27 +1127,52 @@ prepared prepare_reduction(coll k, const void* send, void* recv, int count, MPI_
 prepared prepare_allgather(const void* send, int sendcount, MPI_Datatype sendtype, void* recv, int recvcount,
                            MPI_Datatype recvtype, MPI_Comm comm) {
   prepared p{call{coll::allgather, comm, send, recv, 0, 0, elem::bytes, opk::none, 0, {}}, std::nullopt};
-  const type_info* rt = find_type(recvtype);
-  const type_info* st = send == MPI_IN_PLACE || sendtype == recvtype ? rt : find_type(sendtype);
-  if (rt == nullptr || st == nullptr || !rt->dense || !st->dense)
+  const bool in_place = send == MPI_IN_PLACE;
+  if (recvcount < 0 || (!in_place && sendcount < 0)) {
+    p.unfit = why::bottom;  // an error MPI reports
+    return p;
+  }
+  const comm_state& st = state_of(comm);
+  const auto ranks = static_cast<std::size_t>(st.inter ? 1 : st.size);
+  const byte_view block = view_of(recv, static_cast<std::size_t>(recvcount), recvtype);
+  const byte_view all = view_of(recv, static_cast<std::size_t>(recvcount) * ranks, recvtype);
+  const byte_view mine = in_place ? block : view_of(send, static_cast<std::size_t>(sendcount), sendtype);
+  // Only what is the same on every rank decides (see call::layout): bytes
+  // and the library. A send side of other bytes than a block is a type
+  // signature mismatch, which MPI reports.
+  if (!block.known || !mine.known || mine.bytes != block.bytes || !pack_is_plain()) {
     p.unfit = why::derived_type;
-  else if (recvcount < 0 || is_bottom(recv) || (send != MPI_IN_PLACE && is_bottom(send)))
-    p.unfit = why::bottom;
-  else if (send != MPI_IN_PLACE &&
-           static_cast<std::size_t>(sendcount) * st->extent != static_cast<std::size_t>(recvcount) * rt->extent)
-    p.unfit = why::derived_type;  // a type signature mismatch: MPI reports it
-  if (!p.unfit) p.c.bytes = p.c.count = static_cast<std::size_t>(recvcount) * rt->extent;
+    return p;
+  }
+  if (!in_place && !mine.direct) p.c.send_packed = {sendtype, static_cast<std::size_t>(sendcount)};
+  if (!all.direct) {
+    p.c.recv_packed = {recvtype, static_cast<std::size_t>(recvcount) * ranks};
+    p.c.recv_in = in_place;  // the rank's own block is input
+    p.c.recv_out = true;
+  }
+  p.c.bytes = p.c.count = block.bytes;
   return p;
 }
 
 prepared prepare_bcast(void* buf, int count, MPI_Datatype type, int root, MPI_Comm comm) {
   prepared p{call{coll::bcast, comm, buf, buf, 0, 0, elem::bytes, opk::none, root, {}}, std::nullopt};
-  const type_info* t = find_type(type);
-  if (t == nullptr || !t->dense)
+  if (count < 0) {
+    p.unfit = why::bottom;  // an error MPI reports
+    return p;
+  }
+  const byte_view v = view_of(buf, static_cast<std::size_t>(count), type);
+  if (!v.known || !pack_is_plain()) {
     p.unfit = why::derived_type;
-  else if (count < 0 || is_bottom(buf))
-    p.unfit = why::bottom;
-  if (!p.unfit) p.c.bytes = p.c.count = static_cast<std::size_t>(count) * t->extent;
+    return p;
+  }
+  if (!v.direct) {
+    const comm_state& st = state_of(comm);
+    const bool at_root = !st.inter && st.rank == root;
+    p.c.recv_packed = {type, static_cast<std::size_t>(count)};
+    p.c.recv_in = at_root;
+    p.c.recv_out = !at_root;
+  }
+  p.c.bytes = p.c.count = v.bytes;
   return p;
 }
 
@@ -1098,8 +1256,13 @@ class plan_call final : public persistent_call {
     int err = MPI_SUCCESS;
     if (plan_) {
       try {
-        plan_->start(c_.send, c_.recv);
-        active_ = true;
+        const void* send = c_.send;
+        void* recv = c_.recv;
+        if (c_.staged()) err = copies_.in(c_, send, recv);
+        if (err == MPI_SUCCESS) {
+          plan_->start(send, recv);
+          active_ = true;
+        }
       } catch (const std::exception& e) {
         err = report(c_.comm, c_.c, e.what());
       }
@@ -1123,7 +1286,10 @@ class plan_call final : public persistent_call {
         *err = report(c_.comm, c_.c, e.what());
       }
     }
-    if (done) active_ = false;
+    if (done) {
+      active_ = false;
+      if (plan_ && c_.staged() && *err == MPI_SUCCESS) *err = copies_.out(c_);
+    }
     if (s.stats) g_stats[static_cast<int>(c_.c)].collc_ns.fetch_add(ns_between(t0, PMPI_Wtime()));
     return done;
   }
@@ -1133,6 +1299,7 @@ class plan_call final : public persistent_call {
   std::unique_ptr<typed_plan> plan_;  // null on a communicator of one rank
   call c_;
   bool active_ = false;
+  staging copies_;  // the request's own: other calls may run while it is active
 
   void count(double t0) const {
     if (!config().stats) return;
@@ -1146,23 +1313,34 @@ class plan_call final : public persistent_call {
 }  // namespace
 
 std::unique_ptr<persistent_call> make_persistent(coll c, const void* send, void* recv, int count, MPI_Datatype type,
-                                                 MPI_Op op, int root, MPI_Comm comm) {
+                                                 MPI_Op op, int root, MPI_Comm comm, int send_count,
+                                                 MPI_Datatype send_type) {
+  const settings& s = config();
+  // A persistent request is made to be started many times: no Nth-call rule,
+  // but the same switches, fallbacks and table as the blocking call.
+  if (!s.enabled || !(s.collectives >> static_cast<int>(c) & 1u)) return nullptr;
+  comm_state& st = state_of(comm);
+  if (st.inter || st.null_comm) return nullptr;
   prepared p;
   switch (c) {
     case coll::allreduce:
     case coll::reduce_scatter_block:
     case coll::reduce_scatter: p = prepare_reduction(c, send, recv, count, type, op, comm); break;
-    case coll::allgather: p = prepare_allgather(send, count, type, recv, count, type, comm); break;
+    case coll::allgather: p = prepare_allgather(send, send_count, send_type, recv, count, type, comm); break;
     case coll::bcast: p = prepare_bcast(recv, count, type, root, comm); break;
     case coll::reduce: p = prepare_reduce(send, recv, count, type, op, root, comm); break;
     case coll::count_: return nullptr;
   }
-  const settings& s = config();
-  // A persistent request is made to be started many times: no Nth-call rule,
-  // but the same switches, fallbacks and table as the blocking call.
-  if (!s.enabled || !(s.collectives >> static_cast<int>(c) & 1u) || p.unfit || p.c.count == 0) return nullptr;
-  comm_state& st = state_of(comm);
-  if (st.inter || st.null_comm) return nullptr;
+  // Creation is collective, so the ranks agree here on what each found: a
+  // reason to decline can be one rank's own (a user operator on a derived
+  // type there, a predefined type elsewhere), and one rank on MPI's request
+  // with its peers on a plan would never meet.
+  int fits = p.unfit || p.c.count == 0 || (st.size == 1 && p.c.staged()) ? 0 : 1, all_fit = 0;
+  if (st.size > 1) {
+    if (const int err = PMPI_Allreduce(&fits, &all_fit, 1, MPI_INT, MPI_MIN, comm); err != MPI_SUCCESS) return nullptr;
+    fits = all_fit;
+  }
+  if (fits == 0) return nullptr;
   if (!s.all_sizes && st.mpi_is_faster(c, p.c.bytes)) return nullptr;
   if (st.size == 1) return std::make_unique<plan_call>(nullptr, p.c);
   std::unique_ptr<typed_plan> plan;

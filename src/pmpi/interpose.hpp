@@ -71,8 +71,12 @@ class persistent_call {
 
 /// A persistent collective on a collc plan, or nullptr when the call goes to
 /// the MPI library (the caller then creates MPI's own persistent request).
-/// Arguments as the blocking form; `root` is ignored where MPI has none.
+/// Arguments as the blocking form; `root` is ignored where MPI has none;
+/// allgather's send side is `send_count` x `send_type` (count x type: the
+/// receive side's block). Collective over comm: the ranks agree whether collc
+/// takes it.
 std::unique_ptr<persistent_call> make_persistent(coll c, const void* send, void* recv, int count, MPI_Datatype type,
-                                                 MPI_Op op, int root, MPI_Comm comm);
+                                                 MPI_Op op, int root, MPI_Comm comm, int send_count = 0,
+                                                 MPI_Datatype send_type = MPI_DATATYPE_NULL);
 
 }  // namespace collc::pmpi

@@ -220,8 +220,9 @@ struct others {
 /// the core declines (`fallback` creates it).
 template <class Fallback>
 int create(pmpi::coll c, const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op, int root, MPI_Comm comm,
-           MPI_Request* request, Fallback fallback) {
-  std::unique_ptr<pmpi::persistent_call> call = pmpi::make_persistent(c, send, recv, count, type, op, root, comm);
+           MPI_Request* request, Fallback fallback, int send_count = 0, MPI_Datatype send_type = MPI_DATATYPE_NULL) {
+  std::unique_ptr<pmpi::persistent_call> call =
+      pmpi::make_persistent(c, send, recv, count, type, op, root, comm, send_count, send_type);
   if (!call) return fallback();
   // The stand-in (see the file comment); tag 0 matches nothing: its source is MPI_PROC_NULL.
   const int err = PMPI_Recv_init(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, comm, request);
@@ -239,12 +240,6 @@ int create(pmpi::coll c, const void* send, void* recv, int count, MPI_Datatype t
   g_filter[slot_of(k)].fetch_add(1, std::memory_order_relaxed);
   g_live.fetch_add(1, std::memory_order_relaxed);
   return MPI_SUCCESS;
-}
-
-/// MPI_Allgather_init: collc's plan takes one count and type; a send side
-/// described differently goes to the MPI library.
-bool allgather_fits(const void* send, int sendcount, MPI_Datatype sendtype, int recvcount, MPI_Datatype recvtype) {
-  return send == MPI_IN_PLACE || (sendcount == recvcount && sendtype == recvtype);
 }
 
 // The MPI library's own persistent collectives, by the name this MPI gives them.
@@ -282,8 +277,8 @@ int allgather_init(const void* sendbuf, int sendcount, MPI_Datatype sendtype, vo
     return COLLC_PMPI_LIBRARY_INIT(Allgather)(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, info,
                                               request);
   };
-  if (!allgather_fits(sendbuf, sendcount, sendtype, recvcount, recvtype)) return library();
-  return create(pmpi::coll::allgather, sendbuf, recvbuf, recvcount, recvtype, MPI_OP_NULL, 0, comm, request, library);
+  return create(pmpi::coll::allgather, sendbuf, recvbuf, recvcount, recvtype, MPI_OP_NULL, 0, comm, request, library,
+                sendcount, sendtype);
 }
 
 int reduce_scatter_block_init(const void* sendbuf, void* recvbuf, int recvcount, MPI_Datatype datatype, MPI_Op op,

@@ -547,6 +547,8 @@ void engine::block_until(Ready ready, const bound_op& o, int peer, const char* w
 }
 
 COLLC_INLINE void engine::progress_mpi() const {
+  // Not while another thread duplicates a communicator (registry::setups_in_flight).
+  if (registry::setups_in_flight().load(std::memory_order_acquire) != 0) return;
   // Nothing is ever sent point to point on the control communicator (collc's
   // messages use comm_, its own duplicate), so this probe cannot match: it
   // runs the progress engine and returns.

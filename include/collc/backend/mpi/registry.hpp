@@ -119,6 +119,18 @@ class registry {
   /// rank that never arrives is a timeout after `timeout_s`, not a hang.
   registry(MPI_Comm user_comm, double timeout_s);
 
+  /// How many threads of this process are in a registry's first round (its
+  /// MPI_Comm_idup and MPI_Iallgather). Open MPI 4.1 breaks a communicator
+  /// duplication in progress when another thread drives its progress engine
+  /// at the same time (libnbc reports MPI_ERR_TRUNCATE; seen in pmpi_threads
+  /// once collc's waits turned the engine): engine::progress_mpi skips its
+  /// turn meanwhile. Nothing is lost: the thread in the round tests its
+  /// requests, which progresses everything.
+  static std::atomic<int>& setups_in_flight() noexcept {
+    static std::atomic<int> n{0};
+    return n;
+  }
+
   registry(const registry&) = delete;
   registry& operator=(const registry&) = delete;
   ~registry();

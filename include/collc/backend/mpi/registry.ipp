@@ -47,6 +47,12 @@ COLLC_INLINE registry::registry(MPI_Comm user_comm, double timeout_s) {
     auto handle = std::make_unique<MPI_Comm>(MPI_COMM_NULL);
     auto keys = std::make_unique<host_entry[]>(static_cast<std::size_t>(size));
     MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    struct in_flight {  // setups_in_flight() while this round runs
+      in_flight() { setups_in_flight().fetch_add(1, std::memory_order_acq_rel); }
+      ~in_flight() { setups_in_flight().fetch_sub(1, std::memory_order_acq_rel); }
+      in_flight(const in_flight&) = delete;
+      in_flight& operator=(const in_flight&) = delete;
+    } round;
     COLLC_MPI_CHECK(MPI_Comm_idup(user_comm, handle.get(), &req[0]));
     COLLC_MPI_CHECK(MPI_Iallgather(mine.get(), sizeof(host_entry), MPI_BYTE, keys.get(), sizeof(host_entry), MPI_BYTE,
                                    user_comm, &req[1]));
