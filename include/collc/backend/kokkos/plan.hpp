@@ -346,9 +346,12 @@ class plan : public mpi::plan_facts<T, Op> {
   /// Advances without blocking; true once the call is complete.
   bool test() {
     if (!exec_) return true;
-    const bool done = advance(false);
-    if (done) core_.acknowledge();
-    return done;
+    try {
+      return core_.test(kernels());
+    } catch (...) {
+      exec_->fence();  // leave no collc kernel running on the user's views
+      throw;
+    }
   }
 
   // --- what was built -------------------------------------------------------------

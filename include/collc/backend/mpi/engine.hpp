@@ -209,6 +209,17 @@ class engine {
   /// (or a successful test()) acknowledges it, even if it already completed.
   [[nodiscard]] bool pending() const noexcept { return call_.pending; }
   void acknowledge() noexcept { call_.pending = false; }
+  /// One turn of the MPI library's progress engine. A program written for MPI
+  /// may rely on its pending operations (a rendezvous send it started, a
+  /// round of an MPI_Ibarrier) advancing while it is blocked in, or testing,
+  /// a collective (MPI 4.0, section 3.7.4, "Progress"); a wait that only
+  /// watched shared memory would stall them, and a peer waiting on one of
+  /// them would wait for this rank for good (libcollc_mpi under such
+  /// programs: tests/pmpi/c_progress.c). Waits call it every wait.hpp's
+  /// idle_after once they have lasted that long, and a test() that finds
+  /// the call unfinished calls it once (plan_core::test). Not start(): a
+  /// call that ends within its first poll pays nothing.
+  void progress_mpi() const;
   [[nodiscard]] std::size_t chunk_count() const noexcept { return chunk_; }
   [[nodiscard]] std::size_t executions_per_call() const noexcept { return lay_.runs.executions_per_call; }
   [[nodiscard]] std::uint64_t epoch() const noexcept { return call_.epoch; }
@@ -268,9 +279,9 @@ class engine {
           call_.exec_started = true;
           call_.pc = 0;
         }
-        if (!interpret<T>(bp, op, block, kernels)) return unfinished();
+        if (!interpret<T>(bp, op, block, kernels)) return false;
         kernels.sync();
-        if (!complete_sends(bp, nullptr, block)) return unfinished();
+        if (!complete_sends(bp, nullptr, block)) return false;
         finish(bp);
         call_.exec_started = false;
         call_.last_program = static_cast<int>(which);
@@ -522,22 +533,6 @@ class engine {
 
   /// Blocks until `t` completes (waiting policy of wait.hpp).
   void wait_transfer(transfer& t, const bound_op& at, const char* what);
-
-  /// One turn of the MPI library's progress engine. A program written for MPI
-  /// may rely on its pending operations (a rendezvous send it started, a
-  /// round of an MPI_Ibarrier) advancing while it is blocked in, or testing,
-  /// a collective (MPI 4.0, section 3.7.4, "Progress"); a wait that only
-  /// watched shared memory would stall them, and a peer waiting on one of
-  /// them would wait for this rank for good (libcollc_mpi under such
-  /// programs: tests/pmpi/c_progress.c). Waits call it once they have lasted
-  /// wait.hpp's idle_after, and an unfinished test() calls it once.
-  void progress_mpi() const;
-
-  /// A non-blocking advance() that found the call unfinished: progress_mpi(), then false.
-  bool unfinished() const {
-    progress_mpi();
-    return false;
-  }
 
   /// Blocks until `ready()`, spinning then yielding (wait.hpp), with slow_check() every millisecond
   /// and progress_mpi() between polls once the wait is long.

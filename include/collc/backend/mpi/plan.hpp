@@ -129,9 +129,7 @@ class plan : public plan_facts<T, Op> {
   /// also ends it, as wait() would).
   bool test() {
     (void)checked();
-    const bool done = core_.advance(false);
-    if (done) core_.acknowledge();
-    return done;
+    return core_.test();
   }
 
   // --- what was built (also plan_facts, plan_core.hpp: kind, count, root, ranks,

@@ -234,6 +234,18 @@ class plan_core {
   }
   /// Ends a completed call (MPI_Wait's acknowledgement; see engine::pending).
   void acknowledge() noexcept { e_->acknowledge(); }
+  /// test(): advances without blocking; a complete call is acknowledged, an
+  /// unfinished one gives MPI's progress engine a turn (engine::progress_mpi),
+  /// as MPI_Test would.
+  template <kernel_policy<T, Op> Kernels = host_kernels>
+  bool test(const Kernels& kernels = {}) {
+    const bool done = advance(false, kernels);
+    if (done)
+      acknowledge();
+    else
+      e_->progress_mpi();
+    return done;
+  }
 
   /// A call still running when the plan goes away is completed (peers need
   /// this rank's part); errors cannot be reported from a destructor.

@@ -5,8 +5,9 @@
 /// the peer's answer is a cache-line transfer away; then yield the core
 /// between polls, since on an oversubscribed node the peer needs this core to
 /// make progress, and once the wait has lasted `idle_after` call `idle`
-/// between polls (the engine turns the MPI library's progress engine there:
-/// engine::progress_mpi); and about every millisecond hand the time waited
+/// every `idle_after` between polls (the engine turns the MPI library's
+/// progress engine there: engine::progress_mpi); and about every
+/// millisecond hand the time waited
 /// so far to `slow`, which looks for failed or mismatched peers and the
 /// timeout (and may throw). Nothing here knows about plans.
 #include <chrono>
@@ -22,10 +23,11 @@ inline void cpu_relax() noexcept {
 #endif
 }
 
-/// How long a wait goes before it calls `idle` between its polls: longer
+/// How long a wait goes before it calls `idle`, and then how often: longer
 /// than a call that is merely in flight takes (an 8-byte message between
-/// nodes ~5 us, a peer on the node descheduled for a time slice much more),
-/// so a wait that ends soon never pays for it.
+/// nodes ~5 us), so a wait that ends soon never pays for it, and rare enough
+/// that a rank yielding to a descheduled peer on an oversubscribed node
+/// spends its turns yielding, not in `idle`.
 inline constexpr std::chrono::microseconds idle_after{20};
 
 template <class Ready, class Slow, class Idle>
@@ -36,11 +38,14 @@ void wait_until(unsigned spin, Ready ready, Slow slow, Idle idle) {
   }
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
-  auto last = t0;
+  auto last = t0, last_idle = t0;
   while (!ready()) {
     std::this_thread::yield();
     const auto now = clock::now();
-    if (now - t0 >= idle_after) idle();
+    if (now - last_idle >= idle_after) {
+      idle();
+      last_idle = now;
+    }
     if (now - last < std::chrono::milliseconds(1) || ready()) continue;
     last = now;
     slow(std::chrono::duration<double>(now - t0).count());
