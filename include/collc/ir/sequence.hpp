@@ -86,27 +86,24 @@ struct exchange_pieces {
 program engine_form(program p, exchange_pieces pieces = {});
 
 /// Exchanges between nodes of at least exchange_pipeline_bytes travel as
-/// pieces of exchange_piece_bytes, each reduced as it arrives, with
-/// exchange_pieces_ahead pieces in flight ahead of the one being received
-/// (pipeline_exchanges). Measured over loopback TCP (P = 2, one rank per
-/// node, allreduce: one exchange and its reduction per 4 MiB network chunk;
-/// rounds beside MPI_Allreduce, docs/benchmarks.md, "Between nodes:
-/// pipelined exchanges"):
-///  - all pieces sent at once (7 rounds): with 512 KiB pieces collc took 1032
-///    against 1307 us whole at 4 MiB, 2359 against 2605 at 8 MiB, 5052
-///    against 5496 at 16 MiB (256 KiB, 1 MiB and 2 MiB pieces less); at 1
-///    and 2 MiB pieces made the ratio to MPI worse (0.94 against 0.79, 1.16
-///    against 0.98), so smaller exchanges stay whole;
-///  - one piece ahead (5 rounds, alternating with all at once): 937 against
-///    1056 us at 4 MiB, 2097 against 2303 at 8 MiB, 4446 against 4755 at
-///    16 MiB. A send of piece j + 1 then starts once piece j has arrived, so
-///    the two directions of the link carry one piece each while piece j is
-///    reduced, instead of all of both messages competing for the socket
-///    buffers (the classic double-buffered pipeline; MPI libraries bound
-///    the fragments they keep in flight the same way).
+/// pieces of exchange_piece_bytes, all sent at once (exchange_pieces_ahead
+/// = 0), each reduced as it arrives (pipeline_exchanges). Measured over
+/// loopback TCP (P = 2, one rank per node, allreduce: one exchange and its
+/// reduction per 4 MiB network chunk; rounds beside MPI_Allreduce,
+/// docs/benchmarks.md, "Between nodes: pipelined exchanges"):
+///  - pieces (7 rounds): with 512 KiB pieces collc took 1032 against 1307 us
+///    whole at 4 MiB, 2359 against 2605 at 8 MiB, 5052 against 5496 at 16 MiB
+///    (256 KiB, 1 MiB and 2 MiB pieces less); at 1 and 2 MiB pieces made the
+///    ratio to MPI worse (0.94 against 0.79, 1.16 against 0.98), so smaller
+///    exchanges stay whole;
+///  - a window (piece j + k sent once piece j is in: pipeline_exchanges'
+///    `ahead`), one build, 12 rounds alternating k = 0, 1, 2: all at once
+///    1066 / 2447 / 5114 us at 4 / 8 / 16 MiB, one ahead 1517 / 3013 / 5995,
+///    two ahead 1362 / 2835 / 5930. (Earlier rounds in the VM's other mode had
+///    one ahead 7-10 % ahead; it never held up in the same build.)
 inline constexpr std::size_t exchange_piece_bytes = std::size_t{512} << 10;
 inline constexpr std::size_t exchange_pipeline_bytes = std::size_t{4} << 20;
-inline constexpr std::size_t exchange_pieces_ahead = 1;
+inline constexpr std::size_t exchange_pieces_ahead = 0;
 
 /// exchange_piece_bytes, exchange_pipeline_bytes and exchange_pieces_ahead,
 /// the sizes in elements of `elem_size` bytes.
