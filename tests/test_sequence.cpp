@@ -177,8 +177,8 @@ TEST_CASE("every plan's sequence verifies around chunk boundaries", "[ir][sequen
                     // As the engine runs them (all pieces at once), and with
                     // one piece ahead (pipeline_exchanges' window).
                     for (std::size_t ahead : {exchange_pieces_ahead, std::size_t{1}}) {
-                      runs piecewise = plan_runs(s, c, P, count, root, elem, chunk_bytes, node_of,
-                                                 exchange_pieces{16, 0, ahead});
+                      runs piecewise =
+                          plan_runs(s, c, P, count, root, elem, chunk_bytes, node_of, exchange_pieces{16, 0, ahead});
                       if (piecewise.programs != variants[0].programs) {
                         ++pipelined;
                         variants.push_back(std::move(piecewise));
@@ -232,10 +232,10 @@ TEST_CASE("the engine pipelines exchanges between nodes from 4 MiB, in 512 KiB p
     CHECK(messages(lowered.programs[1], r) == std::pair{1, 1});  // the 40-byte tail: whole
     // All pieces leave at once (exchange_pieces_ahead = 0): every send before the first receive.
     const auto& code = lowered.programs[0].code[static_cast<std::size_t>(r)];
-    const auto first_recv = std::find_if(code.begin(), code.end(),
-                                         [](const instruction& i) { return std::holds_alternative<recv>(i); });
-    CHECK(std::count_if(code.begin(), first_recv, [](const instruction& i) { return std::holds_alternative<send>(i); }) ==
-          8);
+    const auto first_recv =
+        std::find_if(code.begin(), code.end(), [](const instruction& i) { return std::holds_alternative<recv>(i); });
+    CHECK(std::count_if(code.begin(), first_recv,
+                        [](const instruction& i) { return std::holds_alternative<send>(i); }) == 8);
   }
   // 2 MiB stays whole (pieces measured slower there against MPI).
   const auto smaller = collc_test::lower_like_engine(algo::schedule::recursive(factor_set{2}), collective::allreduce, 2,
