@@ -850,6 +850,29 @@ struct byte_view {
   bool direct = false;    // the bytes are the buffer itself, from `buf` on
 };
 
+/// Whether `t`'s bytes in memory come in its type signature's order: a
+/// predefined type, or contiguous copies (or a dup) of one. A struct or
+/// indexed type can lie dense yet list its blocks out of address order (an
+/// int at 4, then one at 0); MPI moves those in signature order, so they
+/// are packed, as is every other constructor.
+bool in_signature_order(MPI_Datatype t, int depth = 0) {
+  if (find_type(t) != nullptr) return true;
+  int ints = 0, addresses = 0, types = 0, combiner = 0;
+  if (depth > 8 || PMPI_Type_get_envelope(t, &ints, &addresses, &types, &combiner) != MPI_SUCCESS) return false;
+  if ((combiner != MPI_COMBINER_CONTIGUOUS && combiner != MPI_COMBINER_DUP) || ints > 1 || addresses != 0 || types != 1)
+    return false;
+  int count[1] = {0};
+  MPI_Aint none[1] = {0};
+  MPI_Datatype base = MPI_DATATYPE_NULL;
+  if (PMPI_Type_get_contents(t, ints, addresses, types, count, none, &base) != MPI_SUCCESS) return false;
+  const bool ordered = in_signature_order(base, depth + 1);
+  int base_combiner = 0;
+  if (PMPI_Type_get_envelope(base, &ints, &addresses, &types, &base_combiner) == MPI_SUCCESS &&
+      base_combiner != MPI_COMBINER_NAMED)
+    PMPI_Type_free(&base);  // get_contents returns a new handle of a derived type
+  return ordered;
+}
+
 byte_view view_of(const void* buf, std::size_t count, MPI_Datatype type) {
   if (type == MPI_DATATYPE_NULL) return {};
   if (const type_info* t = find_type(type); t != nullptr && t->dense)
@@ -861,8 +884,10 @@ byte_view view_of(const void* buf, std::size_t count, MPI_Datatype type) {
       PMPI_Type_get_true_extent(type, &true_lb, &true_extent) != MPI_SUCCESS)
     return {};
   const auto n = static_cast<MPI_Aint>(size);
-  // Dense: the data fills [0, size) of each element, and elements follow each other.
-  const bool dense = size > 0 && lb == 0 && true_lb == 0 && true_extent == n && (count <= 1 || extent == n);
+  // Dense: the data fills [0, size) of each element in signature order, and
+  // elements follow each other.
+  const bool dense = size > 0 && lb == 0 && true_lb == 0 && true_extent == n && (count <= 1 || extent == n) &&
+                     in_signature_order(type);
   return {true, count * static_cast<std::size_t>(size), dense && buf != MPI_BOTTOM && buf != nullptr};
 }
 

@@ -80,6 +80,24 @@ int main(int argc, char** argv) {
     snprintf(name, sizeof name, "bcast contiguous / vector / ints rep %d", rep);
     report(name, wide, 8);
 
+    /* Bcast of two ints that the root lists out of address order (a struct:
+     * the int at offset 4 first): dense, but its signature order is not its
+     * memory order. */
+    int swapped[2] = {rank == root ? 1 + rep : 0, rank == root ? 2 + rep : 0};
+    if (rank == root) {
+      int ones[2] = {1, 1};
+      MPI_Aint at[2] = {sizeof(int), 0};
+      MPI_Datatype ints[2] = {MPI_INT, MPI_INT}, backwards;
+      check(MPI_Type_create_struct(2, ones, at, ints, &backwards), "MPI_Type_create_struct");
+      check(MPI_Type_commit(&backwards), "MPI_Type_commit");
+      check(MPI_Bcast(swapped, 1, backwards, root, MPI_COMM_WORLD), "MPI_Bcast");
+      MPI_Type_free(&backwards);
+    } else {
+      check(MPI_Bcast(swapped, 2, MPI_INT, root, MPI_COMM_WORLD), "MPI_Bcast");
+    }
+    snprintf(name, sizeof name, "bcast of a struct out of address order rep %d", rep);
+    report(name, swapped, 2);
+
     /* Bcast into MPI_BOTTOM: the root describes two ints by their
      * addresses (hindexed), the others use MPI_INT x 2. */
     int a = rank == root ? 7 + rep : 0, b = rank == root ? -9 - rep : 0, both[2] = {0, 0};

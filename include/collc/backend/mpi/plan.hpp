@@ -34,7 +34,8 @@
 /// start()/wait() overlap: start() runs the call until it would first block
 /// (its copies, reduces and sends up to the first wait for a peer), test()
 /// advances it without blocking, wait() completes it. Progress between those
-/// calls happens only inside them.
+/// calls happens only inside them, so two plans started together must be
+/// completed in the same order on every rank (or tested in turn).
 #include <collc/algo/schedule.hpp>
 #include <collc/backend/mpi/engine.hpp>
 #include <collc/backend/mpi/options.hpp>
