@@ -545,13 +545,18 @@ program exchange(std::initializer_list<const char*> rank0, std::initializer_list
   return p;
 }
 
+/// The step the pass splits: 64 elements each way, then their reduction.
+program large_exchange() {
+  return exchange({"send ->r1 tag 1 send+0 x64", "recv <-r1 tag 1 scratch+0 x64", "fence",
+                   "reduce recv+0 <- send+0, scratch+0 x64"},
+                  {"send ->r0 tag 1 send+0 x64", "recv <-r0 tag 1 scratch+0 x64", "fence",
+                   "reduce recv+0 <- scratch+0, send+0 x64"});
+}
+
 }  // namespace
 
 TEST_CASE("pipeline_exchanges reduces each piece of a large exchange as it arrives", "[ir][passes][pipeline]") {
-  const program p = exchange({"send ->r1 tag 1 send+0 x64", "recv <-r1 tag 1 scratch+0 x64", "fence",
-                              "reduce recv+0 <- send+0, scratch+0 x64"},
-                             {"send ->r0 tag 1 send+0 x64", "recv <-r0 tag 1 scratch+0 x64", "fence",
-                              "reduce recv+0 <- scratch+0, send+0 x64"});
+  const program p = large_exchange();
   REQUIRE(check(p) == "ok");
   // Pieces of 24: 24 + 24 + 16, all sent at once, each reduced once it is in,
   // the fence last (it still completes every send before the execution ends).
@@ -582,12 +587,10 @@ TEST_CASE("pipeline_exchanges reduces each piece of a large exchange as it arriv
 }
 
 TEST_CASE("pipeline_exchanges keeps `ahead` pieces in flight before the one it receives", "[ir][passes][pipeline]") {
-  const program p = exchange({"send ->r1 tag 1 send+0 x64", "recv <-r1 tag 1 scratch+0 x64", "fence",
-                              "reduce recv+0 <- send+0, scratch+0 x64"},
-                             {"send ->r0 tag 1 send+0 x64", "recv <-r0 tag 1 scratch+0 x64", "fence",
-                              "reduce recv+0 <- scratch+0, send+0 x64"});
-  // One ahead (what the engine runs): piece j + 1 leaves once piece j is in,
-  // before piece j's reduction, so it travels while that reduction runs.
+  const program p = large_exchange();
+  // One ahead: piece j + 1 leaves once piece j is in, before piece j's
+  // reduction, so it travels while that reduction runs. (The engine sends
+  // all at once: exchange_pieces_ahead, measured in docs/benchmarks.md.)
   const program one = pipeline_exchanges(p, 24, 0, 1);
   CHECK(one == exchange({"send ->r1 tag 1 send+0 x24", "recv <-r1 tag 1 scratch+0 x24", "send ->r1 tag 1 send+24 x24",
                          "reduce recv+0 <- send+0, scratch+0 x24", "recv <-r1 tag 1 scratch+24 x24",

@@ -113,7 +113,7 @@ program shorten_data_paths(program p);
 /// still read, so such a program is not in_place_safe and the engine stages
 /// the input. piece = 0, or a program on one node (no messages), returns p
 /// unchanged.
-///   auto q = collc::ir::pipeline_exchanges(p, 65536, 524288, 1);  // doubles: 512 KiB pieces from 4 MiB, one ahead
+///   auto q = collc::ir::pipeline_exchanges(p, 65536, 524288);  // doubles: 512 KiB pieces from 4 MiB, all at once
 program pipeline_exchanges(program p, std::size_t piece, std::size_t min_count = 0, std::size_t ahead = 0);
 
 /// All passes: drop_redundant_waits first (its analysis only looks at

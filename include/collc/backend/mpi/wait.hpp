@@ -6,10 +6,10 @@
 /// between polls, since on an oversubscribed node the peer needs this core to
 /// make progress, and once the wait has lasted `idle_after` call `idle`
 /// every `idle_after` between polls (the engine turns the MPI library's
-/// progress engine there: engine::progress_mpi); and about every
-/// millisecond hand the time waited
-/// so far to `slow`, which looks for failed or mismatched peers and the
-/// timeout (and may throw). Nothing here knows about plans.
+/// progress engine there: engine::progress_mpi); and about every millisecond
+/// hand the time waited so far to `slow`, which looks for failed or
+/// mismatched peers and the timeout (and may throw). Nothing here knows
+/// about plans.
 #include <chrono>
 #include <thread>
 
