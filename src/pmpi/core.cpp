@@ -900,20 +900,35 @@ int move_packed(const call::layout& l, const void* user, unsigned char* bytes, b
   PMPI_Type_size(l.type, &size);
   PMPI_Type_get_extent(l.type, &lb, &extent);
   if (size <= 0) return MPI_SUCCESS;
+  // MPI_BOTTOM (absolute displacements): MPICH refuses a null buffer in
+  // MPI_Pack, so the data are addressed from a real pointer, `bytes`, through
+  // a type shifted back by that pointer's address.
+  MPI_Datatype type = l.type, shifted = MPI_DATATYPE_NULL;
+  if (user == MPI_BOTTOM || user == nullptr) {
+    MPI_Aint anchor = 0;
+    PMPI_Get_address(bytes, &anchor);
+    const int one = 1;
+    const MPI_Aint back = MPI_Aint{0} - anchor;
+    if (const int err = PMPI_Type_create_hindexed(1, &one, &back, l.type, &shifted); err != MPI_SUCCESS) return err;
+    PMPI_Type_commit(&shifted);
+    type = shifted;
+    user = bytes;
+  }
   const std::size_t per = std::max<std::size_t>(1, (std::size_t{1} << 30) / static_cast<std::size_t>(size));
-  // Element i lives at user + i * extent (MPI_BOTTOM: its displacements are addresses).
+  // Element i lives at user + i * extent.
   const auto base = reinterpret_cast<std::uintptr_t>(user);
-  for (std::size_t i = 0; i < l.count; i += per) {
+  int err = MPI_SUCCESS;
+  for (std::size_t i = 0; i < l.count && err == MPI_SUCCESS; i += per) {
     const int n = static_cast<int>(std::min(per, l.count - i));
     const int span = n * size;
     void* at = reinterpret_cast<void*>(base + i * static_cast<std::size_t>(extent));
     unsigned char* packed = bytes + i * static_cast<std::size_t>(size);
     int position = 0;
-    const int err = unpack ? PMPI_Unpack(packed, span, &position, at, n, l.type, comm)
-                           : PMPI_Pack(at, n, l.type, packed, span, &position, comm);
-    if (err != MPI_SUCCESS) return err;
+    err = unpack ? PMPI_Unpack(packed, span, &position, at, n, type, comm)
+                 : PMPI_Pack(at, n, type, packed, span, &position, comm);
   }
-  return MPI_SUCCESS;
+  if (shifted != MPI_DATATYPE_NULL) PMPI_Type_free(&shifted);
+  return err;
 }
 
 /// The packed copies of a staged call's sides (call::layout).

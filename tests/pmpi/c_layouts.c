@@ -148,29 +148,41 @@ int main(int argc, char** argv) {
   }
 
   /* Persistent: allgather with rank 0's send side as pairs, bcast with the
-   * root's buffer as contiguous(4); started and completed reps times. */
+   * root's buffer as contiguous(4); started and completed reps times.
+   * MPICH 4.0.2's own persistent allgather returns stale blocks from its
+   * second start on (even with one datatype everywhere; a ten-line program
+   * shows it), so the plain run there is no reference: under MPICH only the
+   * bcast runs. */
+#if defined(MPICH_VERSION)
+  const int with_allgather = 0;
+#else
+  const int with_allgather = 1;
+#endif
   {
     int mine[4], *got = malloc(sizeof(int) * 4 * (size_t)size), buf[4];
-    MPI_Request req[2];
-    check(Allgather_init(mine, rank == 0 ? 2 : 4, rank == 0 ? pair_of_ints : MPI_INT, got, 4, MPI_INT, MPI_COMM_WORLD,
-                         MPI_INFO_NULL, &req[0]),
-          "Allgather_init");
+    MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+    if (with_allgather)
+      check(Allgather_init(mine, rank == 0 ? 2 : 4, rank == 0 ? pair_of_ints : MPI_INT, got, 4, MPI_INT, MPI_COMM_WORLD,
+                           MPI_INFO_NULL, &req[0]),
+            "Allgather_init");
     if (rank == root)
       check(Bcast_init(buf, 1, four, root, MPI_COMM_WORLD, MPI_INFO_NULL, &req[1]), "Bcast_init");
     else
       check(Bcast_init(buf, 4, MPI_INT, root, MPI_COMM_WORLD, MPI_INFO_NULL, &req[1]), "Bcast_init");
     for (int rep = 0; rep < reps; ++rep) {
       for (int i = 0; i < 4; ++i) mine[i] = 1000 * rank + 10 * rep + i, buf[i] = rank == root ? 50 + rep + i : -1;
-      check(MPI_Start(&req[0]), "MPI_Start");
-      check(MPI_Wait(&req[0], MPI_STATUS_IGNORE), "MPI_Wait");
-      snprintf(name, sizeof name, "persistent allgather pairs / ints start %d", rep);
-      report(name, got, 4 * size);
+      if (with_allgather) {
+        check(MPI_Start(&req[0]), "MPI_Start");
+        check(MPI_Wait(&req[0], MPI_STATUS_IGNORE), "MPI_Wait");
+        snprintf(name, sizeof name, "persistent allgather pairs / ints start %d", rep);
+        report(name, got, 4 * size);
+      }
       check(MPI_Start(&req[1]), "MPI_Start");
       check(MPI_Wait(&req[1], MPI_STATUS_IGNORE), "MPI_Wait");
       snprintf(name, sizeof name, "persistent bcast contiguous / ints start %d", rep);
       report(name, buf, 4);
     }
-    MPI_Request_free(&req[0]);
+    if (with_allgather) MPI_Request_free(&req[0]);
     MPI_Request_free(&req[1]);
     free(got);
   }
