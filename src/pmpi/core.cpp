@@ -17,6 +17,7 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -877,9 +878,12 @@ byte_view view_of(const void* buf, std::size_t count, MPI_Datatype type) {
   if (type == MPI_DATATYPE_NULL) return {};
   if (const type_info* t = find_type(type); t != nullptr && t->dense)
     return {true, count * t->extent, buf != MPI_BOTTOM && buf != nullptr};
-  int size = 0;
+  // MPI_Type_size_x: a type of more than INT_MAX bytes (which MPI_Type_size
+  // calls MPI_UNDEFINED) may match a signature another rank writes with a
+  // smaller type, so its size must be known too.
+  MPI_Count size = 0;
   MPI_Aint lb = 0, extent = 0, true_lb = 0, true_extent = 0;
-  if (PMPI_Type_size(type, &size) != MPI_SUCCESS || size == MPI_UNDEFINED || size < 0 ||
+  if (PMPI_Type_size_x(type, &size) != MPI_SUCCESS || size == MPI_UNDEFINED || size < 0 ||
       PMPI_Type_get_extent(type, &lb, &extent) != MPI_SUCCESS ||
       PMPI_Type_get_true_extent(type, &true_lb, &true_extent) != MPI_SUCCESS)
     return {};
@@ -895,11 +899,14 @@ byte_view view_of(const void* buf, std::size_t count, MPI_Datatype type) {
 /// `user` to or from `bytes`, in pieces whose byte counts fit MPI's int.
 /// Returns an MPI error code.
 int move_packed(const call::layout& l, const void* user, unsigned char* bytes, bool unpack, MPI_Comm comm) {
-  int size = 0;
+  MPI_Count size_x = 0;
   MPI_Aint lb = 0, extent = 0;
-  PMPI_Type_size(l.type, &size);
+  PMPI_Type_size_x(l.type, &size_x);
   PMPI_Type_get_extent(l.type, &lb, &extent);
-  if (size <= 0) return MPI_SUCCESS;
+  if (size_x <= 0) return MPI_SUCCESS;
+  // MPI_Pack counts bytes in an int: one element of more cannot be packed.
+  if (size_x > INT_MAX) return MPI_ERR_TYPE;
+  const int size = static_cast<int>(size_x);
   // MPI_BOTTOM (absolute displacements): MPICH refuses a null buffer in
   // MPI_Pack, so the data are addressed from a real pointer, `bytes`, through
   // a type shifted back by that pointer's address.
@@ -936,9 +943,9 @@ struct staging {
   std::vector<unsigned char> send_copy, recv_copy;
 
   static std::size_t bytes_of(const call::layout& l) {
-    int size = 0;
-    PMPI_Type_size(l.type, &size);
-    return l.count * static_cast<std::size_t>(std::max(size, 0));
+    MPI_Count size = 0;
+    PMPI_Type_size_x(l.type, &size);
+    return l.count * static_cast<std::size_t>(std::max<MPI_Count>(size, 0));
   }
 
   /// Before the call: packs what the call reads, and points `send` / `recv`
@@ -1026,7 +1033,13 @@ verdict run_on_collc(comm_state& st, const settings& s, const call& c, const sig
       st.plan_bytes += cost;
     }
     st.last_sig = sig, st.last_hit = hit;
-    *err = stage_and_run(*hit->plan, c);
+    // A packed copy MPI cannot make (an element of more than INT_MAX bytes
+    // with gaps) goes through the error handler: the peers are in the plan.
+    if (const int code = stage_and_run(*hit->plan, c); code != MPI_SUCCESS)
+      *err = report(c.comm, c.c,
+                    ("MPI_Pack / MPI_Unpack of a staged buffer failed with MPI error " + std::to_string(code)).c_str());
+    else
+      *err = MPI_SUCCESS;
   } catch (const std::exception& e) {
     // The plan that failed is dropped: the next call of the signature builds a new one.
     st.drop(sig);
