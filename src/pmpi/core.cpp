@@ -1301,7 +1301,21 @@ namespace {
 /// owns it until MPI_Request_free).
 class plan_call final : public persistent_call {
  public:
-  plan_call(std::unique_ptr<typed_plan> plan, const call& c) : plan_(std::move(plan)), c_(c) {}
+  plan_call(std::unique_ptr<typed_plan> plan, const call& c) : plan_(std::move(plan)), c_(c) {
+    // The request packs with its datatypes at every start, and a program may
+    // free them right after MPI_*_init: the request keeps its own duplicates.
+    for (call::layout* l : {&c_.send_packed, &c_.recv_packed})
+      if (l->type != MPI_DATATYPE_NULL) PMPI_Type_dup(l->type, &l->type);
+  }
+  plan_call(const plan_call&) = delete;
+  plan_call& operator=(const plan_call&) = delete;
+  ~plan_call() override {
+    int finalized = 0;
+    PMPI_Finalized(&finalized);
+    if (finalized) return;
+    for (call::layout* l : {&c_.send_packed, &c_.recv_packed})
+      if (l->type != MPI_DATATYPE_NULL) PMPI_Type_free(&l->type);
+  }
   int start() override {
     if (active_) return report(c_.comm, c_.c, "MPI_Start on a persistent collective request that is still active");
     const settings& s = config();
