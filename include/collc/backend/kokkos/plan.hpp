@@ -346,12 +346,7 @@ class plan : public mpi::plan_facts<T, Op> {
   /// Advances without blocking; true once the call is complete.
   bool test() {
     if (!exec_) return true;
-    try {
-      return core_.test(kernels());
-    } catch (...) {
-      exec_->fence();  // leave no collc kernel running on the user's views
-      throw;
-    }
+    return fenced([&] { return core_.test(kernels()); });
   }
 
   // --- what was built -------------------------------------------------------------
@@ -384,10 +379,17 @@ class plan : public mpi::plan_facts<T, Op> {
   }
 
   bool advance(bool block) {
+    return fenced([&] { return core_.advance(block, kernels()); });
+  }
+
+  /// Runs `step` (a step of the call); if it throws, fences first so that no
+  /// collc kernel is left running on the user's views.
+  template <class Step>
+  bool fenced(Step step) {
     try {
-      return core_.advance(block, kernels());
+      return step();
     } catch (...) {
-      exec_->fence();  // leave no collc kernel running on the user's views
+      exec_->fence();
       throw;
     }
   }
