@@ -5,7 +5,9 @@
 #include "support.hpp"
 
 #include <collc/backend/mpi/engine.hpp>
+#include <collc/ops.hpp>
 
+#include <chrono>
 #include <vector>
 
 using namespace collc;
@@ -193,6 +195,51 @@ TEST_CASE("a hand-made message program, one rank per node", "[backend][mpi][engi
   CHECK(e->has_transfers() == (P > 1));
   CHECK(all_ranks(run(*e, 40, 4)));
   CHECK(all_ranks(run(*e, 40, 3, true)));
+}
+
+TEST_CASE("another plan's turns advance a started call; their errors reach its owner", "[backend][mpi][engine]") {
+  const int P = collc_test::world_size(), me = collc_test::world_rank();
+  auto a = make_engine(53, 0), b = make_engine(40, 1);
+  a->build_from({shm_allreduce(P, 16, 0), shm_allreduce(P, 5, 2)});
+  b->build_from({message_allreduce(P, 16), message_allreduce(P, 8)});
+  a->set_stepper([](collc::mpi::engine& e) { return e.advance<std::int64_t>(collc::plus{}, false); });
+  std::vector<std::int64_t> ax(53), ay(53, -1), bx(40), by(40, -1);
+  for (std::size_t i = 0; i < ax.size(); ++i) ax[i] = collc_test::input<std::int64_t>(me, i, 0);
+  for (std::size_t i = 0; i < bx.size(); ++i) bx[i] = collc_test::input<std::int64_t>(me, i, 1);
+  a->begin(ax.data(), ay.data(), false, false);
+  b->begin(bx.data(), by.data(), false, false);
+  // Only b's turns run a: every rank waits for b first, then finds a complete.
+  const auto t0 = std::chrono::steady_clock::now();
+  while (a->active() && collc_test::seconds_since(t0) < 20) b->progress();
+  CHECK_FALSE(a->active());
+  CHECK(a->advance<std::int64_t>(collc::plus{}, true));
+  a->acknowledge();
+  CHECK(b->advance<std::int64_t>(collc::plus{}, true));
+  b->acknowledge();
+  bool ok = true;
+  for (std::size_t i = 0; i < ay.size(); ++i) {
+    std::int64_t sum = 0;
+    for (int r = 0; r < P; ++r) sum += collc_test::input<std::int64_t>(r, i, 0);
+    ok = ok && ay[i] == sum;
+  }
+  CHECK(all_ranks(ok));
+  // An error in a turn (here the stepper's own) is thrown by the owner's next
+  // advance, the one in its wait or test, never lost nor thrown at the waiter.
+  a->set_stepper([](collc::mpi::engine&) -> bool {
+    throw collc::error(collc::errc::mismatch, "raised in another plan's wait");
+  });
+  a->begin(ax.data(), ay.data(), false, false);
+  b->begin(bx.data(), by.data(), false, false);
+  CHECK_NOTHROW(b->progress());
+  const auto err = collc_test::error_of([&] { a->advance<std::int64_t>(collc::plus{}, true); });
+  REQUIRE(err);
+  CHECK(err->first == collc::errc::mismatch);
+  CHECK(err->second == "raised in another plan's wait");
+  // The call itself is intact: both complete.
+  CHECK(a->advance<std::int64_t>(collc::plus{}, true));
+  a->acknowledge();
+  CHECK(b->advance<std::int64_t>(collc::plus{}, true));
+  b->acknowledge();
 }
 
 TEST_CASE("a program from the wrong number of ranks is refused", "[backend][mpi][engine]") {

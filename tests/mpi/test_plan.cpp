@@ -537,6 +537,68 @@ TEST_CASE("interleaved plans keep their own state", "[backend][mpi][plan][interl
   CHECK(z == std::vector<double>(33, 2.5));
 }
 
+TEST_CASE("plans started together complete in any order on each rank", "[backend][mpi][plan][interleave]") {
+  // MPI lets ranks complete outstanding collectives in different orders
+  // (MPI 4.0, sections 6.12-6.13): a rank waiting for one plan advances the
+  // others (engine::progress). Before, rank 0 waiting for A while rank 1
+  // waited for B hung until the timeout, which is short here so a
+  // regression fails in seconds.
+  const int P = world_size(), me = world_rank();
+  collc::plan_options o;
+  o.timeout_s = 10;
+  o.chunk_bytes = 512;  // several executions per call: a rank's start() cannot run a call to its end alone
+  collc::plan_options between = o;
+  between.ranks_per_node = 1;  // every rank its own node: the calls run on messages
+  MPI_Comm dup = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+  {
+    auto a = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, 300, o);
+    auto b = collc::make_bcast<double>(MPI_COMM_WORLD, 1000, P - 1, o);
+    auto c = collc::make_reduce_scatter<mat2, mat_mul>(MPI_COMM_WORLD, 5, between);
+    auto d = collc::make_allgather<std::int64_t>(dup, 70, between);  // another communicator
+    std::vector<std::int64_t> ax(300), ay(300), dx(70), dy(70 * static_cast<std::size_t>(P));
+    std::vector<double> bz(1000);
+    std::vector<mat2> cy(5);
+    for (int it = 0; it < 6; ++it) {
+      std::fill(ax.begin(), ax.end(), me + it);
+      std::fill(dx.begin(), dx.end(), 100 * me + it);
+      std::fill(bz.begin(), bz.end(), me == P - 1 ? 0.5 + it : -1.0);
+      const std::vector<mat2> cx = send_data<mat2>(collective::reduce_scatter, me, P, 5, it);
+      a.start(ax, ay);
+      b.start(bz);
+      c.start(cx, cy);
+      d.start(dx, dy);
+      // Each rank completes the four in its own order: a rotation by rank
+      // and iteration, reversed on odd ranks; rank 0 polls test() on one of
+      // them instead of waiting.
+      std::vector<int> order{0, 1, 2, 3};
+      std::rotate(order.begin(), order.begin() + (me + it) % 4, order.end());
+      if (me % 2 == 1) std::reverse(order.begin(), order.end());
+      for (int k : order) {
+        const bool poll = me == 0 && k == it % 4;
+        auto finish = [&](auto& p) {
+          if (poll)
+            while (!p.test()) {
+            }
+          else
+            p.wait();
+        };
+        switch (k) {
+          case 0: finish(a); break;
+          case 1: finish(b); break;
+          case 2: finish(c); break;
+          default: finish(d); break;
+        }
+      }
+      CHECK(ay == std::vector<std::int64_t>(300, static_cast<std::int64_t>(P) * (P - 1) / 2 + P * it));
+      CHECK(bz == std::vector<double>(1000, 0.5 + it));
+      CHECK(cy == expected<mat2, mat_mul>(collective::reduce_scatter, me, P, 5, 0, it));
+      for (int r = 0; r < P; ++r) CHECK(dy[static_cast<std::size_t>(r) * 70 + 69] == 100 * r + it);
+    }
+  }
+  MPI_Comm_free(&dup);
+}
+
 TEST_CASE("start, test and wait", "[backend][mpi][plan][nonblocking]") {
   const int P = world_size(), me = world_rank();
   for (int k : {0, 2}) {

@@ -9,15 +9,29 @@
  *  - every rank starts MPI_Ibarrier on a duplicate; rank 0 calls
  *    MPI_Allreduce before it waits for the barrier, the others after (a
  *    barrier of more than two ranks has rounds rank 0 sends only while it
- *    progresses MPI).
+ *    progresses MPI);
+ *  - three persistent allreduces (two on MPI_COMM_WORLD, one on the
+ *    duplicate) started in the same order everywhere and completed in an
+ *    order of each rank's own (MPI 4.0, sections 6.12-6.13 allow any), rank
+ *    0 calling a blocking MPI_Allreduce before its waits: each rank waits
+ *    for a request its peers complete only while they wait for another.
  * An alarm ends a hung run (the test fails instead of waiting for ctest's
  * timeout). Rank 0 prints every allreduce result for compare.sh.
  *   c_progress [iterations]   (default 40) */
 #include <mpi.h>
+#if defined(OPEN_MPI)
+#include <mpi-ext.h>
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
+
+#if defined(OPEN_MPI) && MPI_VERSION < 4
+#define Allreduce_init MPIX_Allreduce_init
+#else
+#define Allreduce_init MPI_Allreduce_init
+#endif
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
@@ -30,6 +44,12 @@ int main(int argc, char** argv) {
   char* big = calloc(n, 1);
   MPI_Comm other;
   MPI_Comm_dup(MPI_COMM_WORLD, &other);
+  enum { m = 70000 };  /* 560 KB: above the 256 KiB chunk, so a call takes several rounds */
+  static double in[3][m], out[3][m];
+  MPI_Request p[3];
+  Allreduce_init(in[0], out[0], m, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &p[0]);
+  Allreduce_init(in[1], out[1], m, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD, MPI_INFO_NULL, &p[1]);
+  Allreduce_init(in[2], out[2], m, MPI_DOUBLE, MPI_SUM, other, MPI_INFO_NULL, &p[2]);
   for (int it = 0; it < iterations; ++it) {
     double x = rank + it, y = 0;
     if (size > 1 && rank == 0) {
@@ -52,7 +72,30 @@ int main(int argc, char** argv) {
       MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
     }
     if (rank == 0) printf("ibarrier across allreduce %d: %.1f\n", it, y);
+    for (int k = 0; k < 3; ++k)
+      for (int i = 0; i < m; ++i) in[k][i] = (k + 1) * rank + it + i;
+    for (int k = 0; k < 3; ++k) MPI_Start(&p[k]);
+    if (rank == 0) MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    for (int j = 0; j < 3; ++j) {
+      const int k = rank % 2 == 1 ? (rank + it + 2 - j) % 3 : (rank + it + j) % 3;  // odd ranks: reversed
+      MPI_Wait(&p[k], MPI_STATUS_IGNORE);
+    }
+    if (rank != 0) MPI_Allreduce(&x, &y, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    for (int i = 0; i < m; ++i) {
+      const double sum = size * (size - 1) / 2.0 + (double)size * (it + i);
+      const double want[3] = {sum, 2.0 * (size - 1) + it + i, 3.0 * size * (size - 1) / 2.0 + (double)size * (it + i)};
+      for (int k = 0; k < 3; ++k)
+        if (out[k][i] != want[k]) {
+          fprintf(stderr, "rank %d: persistent allreduce %d, iteration %d, element %d: %.1f, expected %.1f\n", rank,
+                  k, it, i, out[k][i], want[k]);
+          MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+    }
+    if (rank == 0)
+      printf("persistent completed in any order %d: %.1f %.1f %.1f %.1f %.1f\n", it, out[0][0], out[0][m - 1],
+             out[1][7], out[2][m / 2], y);
   }
+  for (int k = 0; k < 3; ++k) MPI_Request_free(&p[k]);
   MPI_Comm_free(&other);
   free(big);
   MPI_Finalize();

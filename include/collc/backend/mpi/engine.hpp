@@ -62,6 +62,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <new>
@@ -220,6 +221,24 @@ class engine {
   /// the call unfinished calls it once (plan_core::test). Not start(): a
   /// call that ends within its first poll pays nothing.
   void progress_mpi() const;
+  /// What a rank owes while it waits (every wait.hpp idle_after of a long
+  /// wait, and a test() that finds its call unfinished): progress_mpi(), and
+  /// a turn for each other plan with a call started and not complete. MPI
+  /// lets ranks complete their outstanding collectives in different orders
+  /// (MPI 4.0, sections 6.12 and 6.13: started in the same order on every
+  /// rank, completed in any), so rank 0 may wait for plan A while rank 1
+  /// waits for plan B: each needs the other to advance the plan it is not
+  /// waiting for. Other plans of this communicator always get their turn
+  /// (its calls come from one thread at a time); plans of other
+  /// communicators only where one thread at a time calls MPI (below
+  /// MPI_THREAD_MULTIPLE), since another thread may be in their calls.
+  /// A plan gets turns once its typed owner set a stepper (set_stepper).
+  void progress();
+  /// How another plan's wait advances this plan's call without blocking
+  /// (collc::plan sets one: the interpreter with host kernels and a copy of
+  /// the operator). An error it raises fails this plan and is thrown by this
+  /// plan's own next advance (its wait or test), not by the waiter's.
+  void set_stepper(std::function<bool(engine&)> step) { step_ = std::move(step); }
   [[nodiscard]] std::size_t chunk_count() const noexcept { return chunk_; }
   [[nodiscard]] std::size_t executions_per_call() const noexcept { return lay_.runs.executions_per_call; }
   [[nodiscard]] std::uint64_t epoch() const noexcept { return call_.epoch; }
@@ -268,6 +287,7 @@ class engine {
   template <class T, class Op, class Kernels = host_kernels>
   requires kernel_policy<Kernels, T, Op>
   bool advance(const Op& op, bool block, const Kernels& kernels = {}) {
+    if (unreported_) std::rethrow_exception(std::exchange(unreported_, nullptr));  // see set_stepper
     if (!call_.active) return true;
     if (finalized()) throw error(errc::invalid_argument, name_ + ": called after MPI_Finalize");
     try {
@@ -288,6 +308,7 @@ class engine {
         ++call_.exec;
       }
       call_.active = false;
+      if (in_started_) leave_started();
       check_alarm();  // a peer found this call mismatched while this rank needed nothing from it
       return true;
     } catch (const error& e) {
@@ -306,6 +327,16 @@ class engine {
  private:
   /// Refuses a call of a plan that cannot run: after MPI_Finalize, or after an error.
   void refuse_unusable() const;
+
+  /// The registry's list of started plans (see progress()): a call joins it
+  /// when it starts, if this plan has a stepper, and leaves it when it ends.
+  void enter_started();
+  void leave_started() noexcept;
+  /// progress()'s turns: one non-blocking step of every started plan in
+  /// `list` but this one (stepping may end a plan, which leaves the list).
+  void step_others(std::vector<engine*>& list);
+  /// A turn of this plan from another plan's wait (set_stepper).
+  void step_from_other() noexcept;
 
   /// The node's alarm changed (some rank abandoned a call): is it this plan,
   /// or a call this rank made that a peer found mismatched? One load of a
@@ -573,6 +604,9 @@ class engine {
   std::uint64_t flag_word_mask_ = 0;    // lay_.flag_words - 1: the word of execution e is e & mask
   std::size_t flag_word_stride_ = 1;    // lay_.flag_word_stride: words from one execution's flag word to the next
   unsigned spin_ = 2048;
+  std::function<bool(engine&)> step_;  ///< see set_stepper; empty: other waits leave this plan alone
+  bool in_started_ = false;            ///< this plan's call is in the registry's started list
+  std::exception_ptr unreported_;      ///< an error raised in another plan's wait, for this plan's next advance
 
   /// The call in progress: everything a call changes (the bound plan above
   /// stays as setup left it, except the signal counts, which carry over from

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <mutex>
 #include <string_view>
 #include <thread>
 
@@ -94,6 +95,7 @@ COLLC_INLINE engine::engine(MPI_Comm comm, plan_shape shape, const resolved_opti
 }
 
 COLLC_INLINE engine::~engine() {
+  leave_started();
   reg_->plan_names.erase(plan_id_);
   if (pool_) pool_->release(segment_);
   if (mpi_finalized()) return;  // too late to free MPI objects; the process is ending
@@ -168,6 +170,18 @@ COLLC_INLINE void engine::begin(const void* send, void* recv, bool in_place, boo
   call_.exec = 0;
   call_.exec_started = false;
   call_.active = lay_.runs.executions_per_call > 0;
+  if (call_.active && step_) enter_started();
+}
+
+COLLC_INLINE void engine::enter_started() {
+  reg_->started.push_back(this);
+  in_started_ = true;
+}
+
+COLLC_INLINE void engine::leave_started() noexcept {
+  if (!in_started_) return;
+  std::erase(reg_->started, this);
+  in_started_ = false;
 }
 
 COLLC_INLINE void engine::abandon(const error& e) {
@@ -543,7 +557,32 @@ COLLC_INLINE void engine::check_message_call(const bound_op& o, int peer) {
 template <class Ready>
 void engine::block_until(Ready ready, const bound_op& o, int peer, const char* what, std::int64_t target) {
   wait_until(
-      spin_, ready, [&](double waited) { slow_check(o, peer, what, target, waited); }, [&] { progress_mpi(); });
+      spin_, ready, [&](double waited) { slow_check(o, peer, what, target, waited); }, [&] { progress(); });
+}
+
+COLLC_INLINE void engine::progress() {
+  progress_mpi();
+  step_others(reg_->started);
+  if (!registry::one_thread_calls_mpi()) return;
+  auto& live = registry::live();
+  const std::unique_lock<std::mutex> lock(live.m, std::try_to_lock);  // a registry being made or freed: next turn
+  if (!lock.owns_lock()) return;
+  for (registry* r : live.all)
+    if (r != reg_.get()) step_others(r->started);
+}
+
+COLLC_INLINE void engine::step_others(std::vector<engine*>& list) {
+  // Backwards: a plan that ends leaves the list, which moves only the entries after it.
+  for (std::size_t i = list.size(); i-- > 0;)
+    if (i < list.size() && list[i] != this) list[i]->step_from_other();
+}
+
+COLLC_INLINE void engine::step_from_other() noexcept {
+  try {
+    (void)step_(*this);
+  } catch (...) {
+    unreported_ = std::current_exception();  // advance() failed the plan; its owner hears of it (set_stepper)
+  }
 }
 
 COLLC_INLINE void engine::progress_mpi() const {
@@ -623,6 +662,7 @@ COLLC_INLINE std::string engine::raised_by(int peer, int origin) {
 }
 
 COLLC_INLINE void engine::fail(const error& e) {
+  leave_started();
   call_.failed = true;
   call_.active = false;
   call_.pending = false;

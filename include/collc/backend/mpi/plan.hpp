@@ -33,9 +33,12 @@
 ///
 /// start()/wait() overlap: start() runs the call until it would first block
 /// (its copies, reduces and sends up to the first wait for a peer), test()
-/// advances it without blocking, wait() completes it. Progress between those
-/// calls happens only inside them, so two plans started together must be
-/// completed in the same order on every rank (or tested in turn).
+/// advances it without blocking, wait() completes it. Between those calls a
+/// plan advances inside its own calls and inside other plans' waits and
+/// unfinished tests (engine::progress), so plans started together (in the
+/// same order on every rank) may be completed in any order on each rank, as
+/// MPI allows; plans of other communicators get those turns only below
+/// MPI_THREAD_MULTIPLE.
 #include <collc/algo/schedule.hpp>
 #include <collc/backend/mpi/engine.hpp>
 #include <collc/backend/mpi/options.hpp>
@@ -148,7 +151,7 @@ class plan : public plan_facts<T, Op> {
   [[nodiscard]] const std::vector<int>& node_of_program() const noexcept { return e().placement().node_of; }
 
   /// Built by the make_* factories.
-  explicit plan(plan_core<T, Op> core) : plan_facts<T, Op>(std::move(core)) {}
+  explicit plan(plan_core<T, Op> core) : plan_facts<T, Op>(std::move(core)) { core_.let_other_waits_advance(); }
 
  private:
   using plan_facts<T, Op>::core_;

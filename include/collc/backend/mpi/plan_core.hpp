@@ -235,16 +235,25 @@ class plan_core {
   /// Ends a completed call (MPI_Wait's acknowledgement; see engine::pending).
   void acknowledge() noexcept { e_->acknowledge(); }
   /// test(): advances without blocking; a complete call is acknowledged, an
-  /// unfinished one gives MPI's progress engine a turn (engine::progress_mpi),
-  /// as MPI_Test would.
+  /// unfinished one gives MPI's progress engine and the other started plans
+  /// a turn (engine::progress), as MPI_Test would.
   template <kernel_policy<T, Op> Kernels = host_kernels>
   bool test(const Kernels& kernels = {}) {
     const bool done = advance(false, kernels);
     if (done)
       acknowledge();
     else
-      e_->progress_mpi();
+      e_->progress();
     return done;
+  }
+
+  /// Lets other plans' waits advance this plan's calls (engine::progress),
+  /// with host kernels and a copy of the operator: for plans whose buffers
+  /// the host reads and writes (collc::plan). An operator that cannot be
+  /// copied keeps its plan out of other waits.
+  void let_other_waits_advance() {
+    if constexpr (std::is_copy_constructible_v<Op>)
+      e_->set_stepper([op = op_](engine& e) { return e.template advance<T>(op, false, host_kernels{}); });
   }
 
   /// A call still running when the plan goes away is completed (peers need

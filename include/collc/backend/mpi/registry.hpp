@@ -56,12 +56,15 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace collc::mpi {
+
+class engine;  // engine.hpp: a plan's engine, listed in registry::started while it runs a call
 
 struct alignas(64) registry_line {
   std::uint64_t status;
@@ -175,6 +178,24 @@ class registry {
   /// Communicator rank of the leader (smallest rank) of `r`'s physical node.
   [[nodiscard]] int physical_leader(int r) const { return leader_of_[static_cast<std::size_t>(r)]; }
   [[nodiscard]] const std::vector<int>& physical_leaders() const noexcept { return leader_of_; }
+
+  /// This communicator's plans with a call started and not complete, that
+  /// another plan's wait advances (engine::progress). Only calls of this
+  /// communicator touch it, and they come from one thread at a time.
+  std::vector<engine*> started;
+  /// Every registry of this process, for engine::progress across
+  /// communicators (a registry joins at the end of its construction).
+  struct registry_list {
+    std::mutex m;
+    std::vector<registry*> all;
+  };
+  static registry_list& live() noexcept {
+    static registry_list l;
+    return l;
+  }
+  /// True below MPI_THREAD_MULTIPLE: one thread at a time is in MPI, and so
+  /// in collc's calls (asked once; the level is fixed by MPI_Init_thread).
+  static bool one_thread_calls_mpi();
 
   /// Sequence number and plan id bookkeeping (see the file comment).
   std::uint64_t seq = 0;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -131,6 +132,18 @@ COLLC_INLINE registry::registry(MPI_Comm user_comm, double timeout_s) {
   alarm_ = reinterpret_cast<std::uint64_t*>(lines_[0] + 1);
   physical_ = pool.get();
   pools_.emplace(pool_key(physical), std::move(pool));
+  auto& l = live();
+  const std::lock_guard<std::mutex> lock(l.m);
+  l.all.push_back(this);
+}
+
+COLLC_INLINE bool registry::one_thread_calls_mpi() {
+  static const bool one = [] {
+    int level = MPI_THREAD_SINGLE;
+    COLLC_MPI_CHECK(MPI_Query_thread(&level));
+    return level != MPI_THREAD_MULTIPLE;
+  }();
+  return one;
 }
 
 COLLC_INLINE std::uint64_t registry::host_key() {
@@ -157,6 +170,11 @@ COLLC_INLINE std::uint64_t registry::host_key() {
 }
 
 COLLC_INLINE registry::~registry() {
+  {
+    auto& l = live();
+    const std::lock_guard<std::mutex> lock(l.m);
+    std::erase(l.all, this);
+  }
   while (!pools_.empty()) pools_.erase(pools_.begin());  // in key order on every rank
   // Agreements abandoned after a timeout complete once the late rank came;
   // one that never completes keeps its buffer (MPI may still write it).
