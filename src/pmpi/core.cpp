@@ -10,6 +10,7 @@
 #include "measured.hpp"
 #include "plans.hpp"
 
+#include <collc/backend/mpi/engine.hpp>
 #include <collc/backend/mpi/options.hpp>
 #include <collc/backend/mpi/registry.hpp>
 #include <collc/error.hpp>
@@ -30,6 +31,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <unordered_map>
@@ -50,6 +52,27 @@ const char* mpi_name(coll c) noexcept {
     case coll::count_: break;
   }
   return "MPI_?";
+}
+
+std::atomic<int>& requests_started() noexcept {
+  static std::atomic<int> n{0};
+  return n;
+}
+
+void give_turns(MPI_Comm comm) noexcept {
+  try {
+    collc::mpi::engine::give_turns(comm);
+  } catch (...) {  // a turn's own errors are kept for its plan; this is the attribute lookup's
+  }
+}
+
+int wait_giving_turns(MPI_Comm comm, MPI_Request* request, MPI_Status* status) {
+  for (;;) {
+    int done = 0;
+    if (const int err = PMPI_Test(request, &done, status); err != MPI_SUCCESS || done != 0) return err;
+    give_turns(comm);
+    std::this_thread::yield();
+  }
 }
 
 namespace {

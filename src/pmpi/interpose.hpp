@@ -14,6 +14,7 @@
 // COLLC_PMPI_STATS.
 #include <mpi.h>
 
+#include <atomic>
 #include <memory>
 
 #if defined(__GNUC__)
@@ -54,6 +55,27 @@ enum class op_language { c, fortran };
 /// record it here after the library created the handle.
 void op_created(MPI_Op op, void (*fn)(), bool commute, op_language lang);
 void op_freed(MPI_Op op);
+
+/// collc's requests started and not yet completed in this process
+/// (persistent.cpp counts them). While there are any, MPI_Wait and
+/// MPI_Waitall on MPI's own requests wait with wait_giving_turns: MPI lets
+/// ranks complete outstanding collectives in any order (MPI 4.0, sections
+/// 6.12-6.13), so a peer may be waiting in one of them for this rank, and
+/// MPI's progress engine, which would advance MPI's own requests, knows
+/// nothing of collc's. A blocking collective the library leaves to MPI
+/// cannot wait this way: turning it into MPI's nonblocking form on the ranks
+/// with started requests only would not match the blocking form of the
+/// others (MPI 4.0, section 6.12), so it blocks without giving turns.
+std::atomic<int>& requests_started() noexcept;
+
+/// Completes `*request` (MPI's own) by polling it, each unfinished poll
+/// giving collc's started plans a turn (collc::mpi::engine::give_turns: those
+/// of `comm`, MPI_COMM_NULL for none, and every communicator's below
+/// MPI_THREAD_MULTIPLE). Returns MPI's error code.
+int wait_giving_turns(MPI_Comm comm, MPI_Request* request, MPI_Status* status);
+/// One turn for collc's started plans, as in wait_giving_turns (errors are
+/// kept for the plans' own waits).
+void give_turns(MPI_Comm comm) noexcept;
 
 /// A persistent collective on a collc plan (MPI_Allreduce_init and friends,
 /// persistent.cpp). Buffers are fixed at creation, as MPI says.

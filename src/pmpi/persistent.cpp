@@ -165,6 +165,7 @@ bool poll(entry& e) {
 /// complete) through the MPI library, so the handle becomes inactive there too.
 int finish(entry& e, MPI_Request* r, MPI_Status* status) {
   e.started = false;
+  pmpi::requests_started().fetch_sub(1, std::memory_order_relaxed);
   const int err = PMPI_Wait(r, status);
   collective_status(status);
   const int plan_err = std::exchange(e.err, MPI_SUCCESS);
@@ -182,6 +183,19 @@ void idle(MPI_Comm comm) {
   std::this_thread::yield();
 }
 
+/// MPI_Waitall on MPI's own requests only: while collc requests are started,
+/// polled with turns for them (interpose.hpp, requests_started).
+int waitall_mpi(int count, MPI_Request reqs[], MPI_Status statuses[]) {
+  if (pmpi::requests_started().load(std::memory_order_relaxed) == 0) return PMPI_Waitall(count, reqs, statuses);
+  for (;;) {
+    int flag = 0;
+    const int err = PMPI_Testall(count, reqs, &flag, statuses);
+    if (err != MPI_SUCCESS || flag != 0) return err;
+    pmpi::give_turns(MPI_COMM_NULL);
+    std::this_thread::yield();
+  }
+}
+
 int start_one(entry& e, MPI_Request* r) {
   // MPI 4.0, section 3.9: starting an active request is erroneous; caught
   // here because a plan already done would otherwise start again under the
@@ -190,6 +204,7 @@ int start_one(entry& e, MPI_Request* r) {
   const int err = e.call->start();
   if (err != MPI_SUCCESS) return err;
   e.started = true;
+  pmpi::requests_started().fetch_add(1, std::memory_order_relaxed);
   return PMPI_Start(r);
 }
 
@@ -370,7 +385,12 @@ COLLC_PMPI_EXPORT int MPI_Startall(int count, MPI_Request array_of_requests[]) {
 COLLC_PMPI_EXPORT int MPI_Wait(MPI_Request* request, MPI_Status* status) {
   entry* e = request != nullptr ? find(*request) : nullptr;
   // An inactive request completes at once with the empty status: the library's own stand-in does that.
-  if (e == nullptr || !e->started) return PMPI_Wait(request, status);
+  if (e == nullptr || !e->started) {
+    // MPI's own request: while collc requests are started, its wait gives them turns (interpose.hpp).
+    if (e == nullptr && pmpi::requests_started().load(std::memory_order_relaxed) > 0)
+      return pmpi::wait_giving_turns(MPI_COMM_NULL, request, status);
+    return PMPI_Wait(request, status);
+  }
   while (!poll(*e)) idle(e->comm);
   return finish(*e, request, status);
 }
@@ -437,7 +457,7 @@ int complete_all(int count, MPI_Request requests[], MPI_Status statuses[], const
 COLLC_PMPI_EXPORT int MPI_Waitall(int count, MPI_Request array_of_requests[], MPI_Status array_of_statuses[]) {
   if (none_live()) return PMPI_Waitall(count, array_of_requests, array_of_statuses);
   std::vector<entry*> ours;
-  if (find_all(count, array_of_requests, ours) == 0) return PMPI_Waitall(count, array_of_requests, array_of_statuses);
+  if (find_all(count, array_of_requests, ours) == 0) return waitall_mpi(count, array_of_requests, array_of_statuses);
   others rest(count, array_of_requests, ours, array_of_statuses);
   MPI_Comm any_comm = MPI_COMM_WORLD;
   for (entry* e : ours)
@@ -450,7 +470,7 @@ COLLC_PMPI_EXPORT int MPI_Waitall(int count, MPI_Request array_of_requests[], MP
       if (e != nullptr && e->started && !poll(*e)) ours_done = false;
     if (ours_done) {
       // Nothing of collc's left to progress: the library may block for the rest.
-      if (!rest_done) rest_err = PMPI_Waitall(rest.size(), rest.reqs.data(), rest.status_array());
+      if (!rest_done) rest_err = waitall_mpi(rest.size(), rest.reqs.data(), rest.status_array());
       break;
     }
     if (!rest_done) {

@@ -14,7 +14,11 @@
  *    duplicate) started in the same order everywhere and completed in an
  *    order of each rank's own (MPI 4.0, sections 6.12-6.13 allow any), rank
  *    0 calling a blocking MPI_Allreduce before its waits: each rank waits
- *    for a request its peers complete only while they wait for another.
+ *    for a request its peers complete only while they wait for another;
+ *  - one persistent allreduce started everywhere; rank 0 waits for a
+ *    message rank 1 sends only after its own wait for the allreduce, then
+ *    waits for the allreduce (MPI_Wait on MPI's own request, and
+ *    MPI_Waitall on MPI's own requests, while a collc request is started).
  * An alarm ends a hung run (the test fails instead of waiting for ctest's
  * timeout). Rank 0 prints every allreduce result for compare.sh.
  *   c_progress [iterations]   (default 40) */
@@ -94,6 +98,34 @@ int main(int argc, char** argv) {
     if (rank == 0)
       printf("persistent completed in any order %d: %.1f %.1f %.1f %.1f %.1f\n", it, out[0][0], out[0][m - 1],
              out[1][7], out[2][m / 2], y);
+  }
+  for (int it = 0; it < iterations; ++it) {
+    for (int i = 0; i < m; ++i) in[0][i] = rank + it + i;
+    MPI_Start(&p[0]);
+    double note = -1;
+    if (size > 1 && rank == 0) {
+      MPI_Request r[2];
+      MPI_Irecv(&note, 1, MPI_DOUBLE, 1, 9, MPI_COMM_WORLD, &r[0]);
+      if (it % 2 == 0) {
+        MPI_Wait(&r[0], MPI_STATUS_IGNORE);
+      } else {
+        MPI_Ibarrier(other, &r[1]);  /* the others enter it after their message */
+        MPI_Waitall(2, r, MPI_STATUSES_IGNORE);
+      }
+      MPI_Wait(&p[0], MPI_STATUS_IGNORE);
+    } else {
+      MPI_Wait(&p[0], MPI_STATUS_IGNORE);
+      if (rank == 1) {
+        note = out[0][m - 1];
+        MPI_Send(&note, 1, MPI_DOUBLE, 0, 9, MPI_COMM_WORLD);
+      }
+      if (it % 2 == 1) { /* nonblocking: a blocking barrier does not match MPI_Ibarrier */
+        MPI_Request b;
+        MPI_Ibarrier(other, &b);
+        MPI_Wait(&b, MPI_STATUS_IGNORE);
+      }
+    }
+    if (rank == 0) printf("mpi request across persistent %d: %.1f %.1f\n", it, out[0][0], note);
   }
   for (int k = 0; k < 3; ++k) MPI_Request_free(&p[k]);
   MPI_Comm_free(&other);

@@ -239,6 +239,12 @@ class engine {
   /// the operator). An error it raises fails this plan and is thrown by this
   /// plan's own next advance (its wait or test), not by the waiter's.
   void set_stepper(std::function<bool(engine&)> step) { step_ = std::move(step); }
+  /// progress()'s turns from outside any plan, for a call that blocks in the
+  /// MPI library while plans may be started (libcollc_mpi runs a collective
+  /// it leaves to MPI, or a wait on MPI's own requests, this way): the
+  /// started plans of `comm` (MPI_COMM_NULL: none), and of every
+  /// communicator below MPI_THREAD_MULTIPLE.
+  static void give_turns(MPI_Comm comm);
   [[nodiscard]] std::size_t chunk_count() const noexcept { return chunk_; }
   [[nodiscard]] std::size_t executions_per_call() const noexcept { return lay_.runs.executions_per_call; }
   [[nodiscard]] std::uint64_t epoch() const noexcept { return call_.epoch; }
@@ -333,8 +339,11 @@ class engine {
   void enter_started();
   void leave_started() noexcept;
   /// progress()'s turns: one non-blocking step of every started plan in
-  /// `list` but this one (stepping may end a plan, which leaves the list).
-  void step_others(std::vector<engine*>& list);
+  /// `list` but `skip` (stepping may end a plan, which leaves the list).
+  static void step_list(std::vector<engine*>& list, const engine* skip);
+  /// Turns for the started plans of `own` (may be null) and, below
+  /// MPI_THREAD_MULTIPLE, of every other registry; `skip` gets none.
+  static void turns(registry* own, const engine* skip);
   /// A turn of this plan from another plan's wait (set_stepper).
   void step_from_other() noexcept;
 

@@ -360,7 +360,9 @@ COLLC_INLINE void engine::agree(const std::int64_t (&mine)[agreed_values], std::
   MPI_Request req = MPI_REQUEST_NULL;
   COLLC_MPI_CHECK(
       MPI_Iallreduce(MPI_IN_PLACE, values.get(), agreed_values, MPI_INT64_T, MPI_MAX, reg_->control(), &req));
-  if (!registry::wait_request(req, opt_.timeout_s)) {
+  // Plans started before this setup get turns: a rank that completes them
+  // in another order may be waiting in one of them before it comes here.
+  if (!registry::wait_request(req, opt_.timeout_s, [this] { turns(reg_.get(), this); })) {
     reg_->mark_setup(k, true);
     std::vector<int> missing;
     bool others = false;
@@ -562,19 +564,28 @@ void engine::block_until(Ready ready, const bound_op& o, int peer, const char* w
 
 COLLC_INLINE void engine::progress() {
   progress_mpi();
-  step_others(reg_->started);
+  turns(reg_.get(), this);
+}
+
+COLLC_INLINE void engine::give_turns(MPI_Comm comm) {
+  std::shared_ptr<registry> own = comm == MPI_COMM_NULL ? nullptr : registry_find(comm);
+  turns(own.get(), nullptr);
+}
+
+COLLC_INLINE void engine::turns(registry* own, const engine* skip) {
+  if (own) step_list(own->started, skip);
   if (!registry::one_thread_calls_mpi()) return;
   auto& live = registry::live();
   const std::unique_lock<std::mutex> lock(live.m, std::try_to_lock);  // a registry being made or freed: next turn
   if (!lock.owns_lock()) return;
   for (registry* r : live.all)
-    if (r != reg_.get()) step_others(r->started);
+    if (r != own) step_list(r->started, skip);
 }
 
-COLLC_INLINE void engine::step_others(std::vector<engine*>& list) {
+COLLC_INLINE void engine::step_list(std::vector<engine*>& list, const engine* skip) {
   // Backwards: a plan that ends leaves the list, which moves only the entries after it.
   for (std::size_t i = list.size(); i-- > 0;)
-    if (i < list.size() && list[i] != this) list[i]->step_from_other();
+    if (i < list.size() && list[i] != skip) list[i]->step_from_other();
 }
 
 COLLC_INLINE void engine::step_from_other() noexcept {

@@ -54,6 +54,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -140,7 +141,9 @@ class registry {
 
   /// Polls `req` until it completes (true) or `timeout_s` passed (false),
   /// yielding the core between polls (oversubscribed nodes).
-  static bool wait_request(MPI_Request& req, double timeout_s);
+  /// `idle`, if given, runs between polls (engine::agree gives the started
+  /// plans their turns there: a peer may wait in one before it comes).
+  static bool wait_request(MPI_Request& req, double timeout_s, const std::function<void()>& idle = nullptr);
   /// An agreement a timed-out setup left behind: its request and the buffer
   /// MPI writes when the late ranks complete it.
   struct pending_agreement {
@@ -280,6 +283,9 @@ int registry_keyval();
 /// The registry of `comm`, created (collectively, errc::timeout after
 /// `timeout_s` if a rank does not arrive) when no plan on `comm` holds one.
 std::shared_ptr<registry> registry_for(MPI_Comm comm, double timeout_s = 60);
+
+/// The registry of `comm` if a plan on it holds one, else null (local).
+std::shared_ptr<registry> registry_find(MPI_Comm comm);
 
 }  // namespace collc::mpi
 

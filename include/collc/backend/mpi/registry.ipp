@@ -187,13 +187,16 @@ COLLC_INLINE registry::~registry() {
   control_.reset();
 }
 
-COLLC_INLINE bool registry::wait_request(MPI_Request& req, double timeout_s) {
+COLLC_INLINE bool registry::wait_request(MPI_Request& req, double timeout_s, const std::function<void()>& idle) {
   const auto t0 = std::chrono::steady_clock::now();
   for (unsigned i = 0;; ++i) {
     int done = 0;
     COLLC_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
     if (done) return true;
-    if (i > 64) std::this_thread::yield();
+    if (i > 64) {
+      if (idle && (i & 15) == 0) idle();
+      std::this_thread::yield();
+    }
     if ((i & 63) == 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s)
       return false;
   }
@@ -362,13 +365,16 @@ COLLC_INLINE int registry_keyval() {
   return keyval;
 }
 
-COLLC_INLINE std::shared_ptr<registry> registry_for(MPI_Comm comm, double timeout_s) {
-  const int kv = registry_keyval();
+COLLC_INLINE std::shared_ptr<registry> registry_find(MPI_Comm comm) {
   void* value = nullptr;
   int found = 0;
-  COLLC_MPI_CHECK(MPI_Comm_get_attr(comm, kv, &value, &found));
-  if (found)
-    if (auto reg = static_cast<std::weak_ptr<registry>*>(value)->lock()) return reg;
+  COLLC_MPI_CHECK(MPI_Comm_get_attr(comm, registry_keyval(), &value, &found));
+  return found ? static_cast<std::weak_ptr<registry>*>(value)->lock() : nullptr;
+}
+
+COLLC_INLINE std::shared_ptr<registry> registry_for(MPI_Comm comm, double timeout_s) {
+  if (auto reg = registry_find(comm)) return reg;
+  const int kv = registry_keyval();
   auto reg = std::make_shared<registry>(comm, timeout_s);
   auto holder = std::make_unique<std::weak_ptr<registry>>(reg);
   COLLC_MPI_CHECK(MPI_Comm_set_attr(comm, kv, holder.get()));  // the delete callback frees the old holder
