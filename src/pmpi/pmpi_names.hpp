@@ -41,6 +41,7 @@
 #define MPI_Iprobe PMPI_Iprobe
 #define MPI_Irecv PMPI_Irecv
 #define MPI_Isend PMPI_Isend
+#define MPI_Query_thread PMPI_Query_thread
 #define MPI_Recv PMPI_Recv
 #define MPI_Recv_init PMPI_Recv_init
 #define MPI_Request_free PMPI_Request_free

@@ -599,6 +599,26 @@ TEST_CASE("plans started together complete in any order on each rank", "[backend
   MPI_Comm_free(&dup);
 }
 
+TEST_CASE("a plan's setup advances the plans started before it", "[backend][mpi][plan][interleave]") {
+  // Rank 0 builds a plan (collective) before it waits for a started call,
+  // the others after: rank 0's setup must advance that call meanwhile.
+  const int P = world_size(), me = world_rank();
+  collc::plan_options o;
+  o.timeout_s = 10;
+  o.chunk_bytes = 512;
+  auto a = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, 300, o);
+  std::vector<std::int64_t> x(300, me), y(300, -1);
+  a.start(x, y);
+  std::optional<collc::plan<double>> b;
+  if (me == 0) b.emplace(collc::make_allreduce<double>(MPI_COMM_WORLD, 7, o));
+  a.wait();
+  if (me != 0) b.emplace(collc::make_allreduce<double>(MPI_COMM_WORLD, 7, o));
+  CHECK(y == std::vector<std::int64_t>(300, static_cast<std::int64_t>(P) * (P - 1) / 2));
+  std::vector<double> u(7, 1.0), v(7, 0.0);
+  (*b)(u, v);
+  CHECK(v == std::vector<double>(7, static_cast<double>(P)));
+}
+
 TEST_CASE("start, test and wait", "[backend][mpi][plan][nonblocking]") {
   const int P = world_size(), me = world_rank();
   for (int k : {0, 2}) {
