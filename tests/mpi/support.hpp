@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <collc/error.hpp>
 #include <collc/ir/program.hpp>
+#include <collc/plan.hpp>
 
 #include <chrono>
 #include <cmath>
@@ -45,6 +46,13 @@ inline int world_size() {
   int p = 1;
   MPI_Comm_size(MPI_COMM_WORLD, &p);
   return p;
+}
+
+/// True when plans on MPI_COMM_WORLD with options `o` span (pseudo-)nodes
+/// (COLLC_RANKS_PER_NODE, o.ranks_per_node): their default chunk is then the
+/// network's. Collective: builds a one-element plan.
+inline bool plans_span_nodes(const collc::plan_options& o = {}) {
+  return collc::make_allreduce<double>(MPI_COMM_WORLD, 1, o).node_of_program().back() > 0;
 }
 
 /// True on every rank iff `ok` on every rank of `comm` (so all ranks take the

@@ -251,7 +251,7 @@ TEST_CASE("large messages run in bounded chunks", "[backend][mpi][plan][chunks]"
   collc::plan_options o;
   o.timeout_s = 120;
   // Between (pseudo-)nodes the default chunk is the network's.
-  const bool across_nodes = collc::make_allreduce<double>(MPI_COMM_WORLD, 1, o).node_of_program().back() > 0;
+  const bool across_nodes = plans_span_nodes(o);
   const std::size_t bound = across_nodes ? collc::mpi::default_net_chunk_bytes : collc::mpi::resolve(o).chunk_bytes;
   const std::size_t flags_slack = 64 * 64;  // flag lines come on top of the data bound
   std::size_t shm_small = 0, shm_large = 0, scratch_small = 0, scratch_large = 0;
@@ -344,7 +344,7 @@ TEST_CASE("between nodes the default chunk is the network chunk; a chosen one is
           "[backend][mpi][plan][chunks]") {
   const int P = world_size();
   collc::plan_options o;
-  const bool across_nodes = collc::make_allreduce<double>(MPI_COMM_WORLD, 1, o).node_of_program().back() > 0;
+  const bool across_nodes = plans_span_nodes(o);
   const std::size_t n = (std::size_t{1} << 20) / sizeof(double) + 3;  // 1 MiB and a bit
   auto by_default = collc::make_allreduce<double>(MPI_COMM_WORLD, n, o);
   INFO("P = " << P << (across_nodes ? ", across nodes" : ", one node") << ": chunk " << by_default.chunk_elements()

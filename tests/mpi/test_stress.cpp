@@ -336,7 +336,7 @@ TEST_CASE("stress: chunk boundaries with the default chunk", "[backend][mpi][str
   // plans no longer re-made in the sweep's loop). There the roots are
   // a node leader (0), a non-leader (1), the middle rank and the last (alone
   // on the last node); the 4096-byte sweep above keeps every root.
-  const bool across_nodes = collc::make_allreduce<double>(MPI_COMM_WORLD, 1, o).node_of_program().back() > 0;
+  const bool across_nodes = plans_span_nodes(o);
   std::vector<int> roots;
   if (across_nodes && P > 4) roots = {0, 1, P / 2, P - 1};
   sweep(o, {1, 2}, {16, 17, 18, 19, 20, 21, 22, 23, 24}, P >= 7 ? 4 : 6, "default chunk", std::nullopt, roots);
