@@ -78,13 +78,13 @@ collc_add_mpi_test(mpi_test_plan_checked mpi_test_plan RANKS 3 ENV COLLC_ENABLE_
 # 16 MiB plans take each oversubscribed rank tens of seconds to prove (149 s
 # of CI at 4 ranks in nodes of 2, 63 s at 3 in nodes of 1); the rest of the
 # file runs with the defaults.
-foreach(pseudo IN ITEMS "1;3" "2;4")
-  list(GET pseudo 0 per_node)
-  list(GET pseudo 1 ranks)
+function(collc_add_checked_pseudo per_node ranks)
   collc_add_mpi_test(mpi_test_plan_checked_pseudo${per_node} mpi_test_plan RANKS ${ranks}
                      ENV COLLC_ENABLE_CHECKS=1 COLLC_RANKS_PER_NODE=${per_node}
                      ARGS "[plan]~large messages run in bounded chunks")
   collc_add_mpi_test(mpi_test_plan_checked_chunks_pseudo${per_node} mpi_test_plan RANKS ${ranks}
                      ENV COLLC_ENABLE_CHECKS=1 COLLC_RANKS_PER_NODE=${per_node} COLLC_CHUNK_BYTES=65536
                      ARGS "large messages run in bounded chunks")
-endforeach()
+endfunction()
+collc_add_checked_pseudo(1 3)
+collc_add_checked_pseudo(2 4)
