@@ -15,8 +15,11 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <numeric>
 #include <optional>
+#include <random>
 #include <string>
+#include <variant>
 #include <vector>
 
 using collc::collective;
@@ -452,4 +455,154 @@ TEST_CASE("the engine's programs move data straight into its destination", "[ir]
   };
   CHECK(copied(reduce) == 12);       // the leaf's half into shm, both halves into recv
   CHECK(copied(reduce_bound) == 8);  // the root's own half is reduced in place
+}
+
+namespace {
+
+/// The offsets and counts of an instruction, for the test's own element group.
+std::vector<std::size_t*> sizes_of(instruction& ins) {
+  if (auto* c = std::get_if<copy>(&ins)) return {&c->dst.offset, &c->src.offset, &c->count};
+  if (auto* d = std::get_if<reduce>(&ins)) return {&d->dst.offset, &d->a.offset, &d->b.offset, &d->count};
+  if (auto* s = std::get_if<send>(&ins)) return {&s->src.offset, &s->count};
+  if (auto* v = std::get_if<recv>(&ins)) return {&v->dst.offset, &v->count};
+  return {};
+}
+
+/// The largest g dividing every offset and count of the programs (verify.hpp,
+/// "Element groups"), computed here independently of verify's own.
+std::size_t group_of(std::vector<program> programs) {
+  std::size_t g = 0;
+  for (program& p : programs) {
+    g = std::gcd(g, std::gcd(p.count, p.block_stride));
+    for (auto& code : p.code)
+      for (auto& ins : code)
+        for (std::size_t* v : sizes_of(ins)) g = std::gcd(g, *v);
+  }
+  return g;
+}
+
+/// One way to break a program: move an offset or shrink a count by its
+/// element group g (the group stays) or by half of it (the group halves, and
+/// verify must see that every offset and count enters it), drop a
+/// synchronising instruction, swap a reduction's operands, shrink shm or
+/// scratch, widen the block stride, move a wait's target. False if the chosen instruction (or
+/// program) has nothing of that kind.
+bool break_program(program& p, std::mt19937& rng, std::size_t g) {
+  auto& code = p.code[std::uniform_int_distribution<std::size_t>(0, p.code.size() - 1)(rng)];
+  if (code.empty()) return false;
+  const std::size_t i = std::uniform_int_distribution<std::size_t>(0, code.size() - 1)(rng);
+  instruction& ins = code[i];
+  auto sizes = sizes_of(ins);
+  const std::size_t by = rng() % 2 == 0 ? g : g / 2;
+  switch (std::uniform_int_distribution<int>(0, 5)(rng)) {
+    case 0:  // an offset moves, either way
+      if (sizes.size() < 2) return false;
+      {
+        std::size_t& off = *sizes[std::uniform_int_distribution<std::size_t>(0, sizes.size() - 2)(rng)];
+        if (off >= by && rng() % 2 == 0)
+          off -= by;
+        else
+          off += by;
+      }
+      return true;
+    case 1:  // a count shrinks
+      if (sizes.empty() || *sizes.back() <= by) return false;
+      *sizes.back() -= by;
+      return true;
+    case 2:  // a wait, signal or fence disappears
+      if (!std::holds_alternative<wait>(ins) && !std::holds_alternative<signal>(ins) &&
+          !std::holds_alternative<fence>(ins))
+        return false;
+      code.erase(code.begin() + static_cast<std::ptrdiff_t>(i));
+      return true;
+    case 3:  // a reduction's operands change places
+      if (auto* d = std::get_if<reduce>(&ins); d && !(d->a == d->b)) {
+        std::swap(d->a, d->b);
+        return true;
+      }
+      return false;
+    case 4:  // shm or scratch shrinks (capacities need not be multiples of g), or blocks move apart
+      if (p.block_stride != 0 && rng() % 3 == 0) {
+        p.block_stride += by;
+        return true;
+      }
+      for (std::size_t* cap : {&p.shm_count, &p.scratch_count})
+        if (*cap > by && rng() % 2 == 0) {
+          *cap -= by;
+          return true;
+        }
+      return false;
+    default:  // a wait looks one signal earlier
+      if (auto* w = std::get_if<wait>(&ins)) {
+        --w->value;
+        return true;
+      }
+      return false;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("element groups: proofs in groups agree with element-by-element proofs, broken programs included",
+          "[ir][sequence][groups]") {
+  // verify proves a sequence divided by its element group and re-runs element
+  // by element only on a violation, so what could go wrong is a divided proof
+  // that passes where the element-by-element one fails. Every plan's sequence
+  // (counts that are multiples of 8 and of 16), and copies broken in ways
+  // that keep the group, must get the same verdict both ways.
+  std::mt19937 rng(20261206);
+  int compared = 0, broken = 0;
+  for (collective c : {collective::allreduce, collective::reduce_scatter, collective::allgather, collective::reduce,
+                       collective::bcast})
+    for (int P : {2, 3, 4, 6}) {
+      std::vector<std::vector<int>> layouts = {{}};
+      for (int L : {1, 2})
+        if (P > L) {
+          std::vector<int> n;
+          for (int r = 0; r < P; ++r) n.push_back(r / L);
+          layouts.push_back(n);
+        }
+      for (const auto& node_of : layouts)
+        for (const auto& s : schedules_for(c, P, 4096, node_of))
+          for (std::size_t count : {std::size_t{256}, std::size_t{336}}) {
+            const bool rooted = c == collective::reduce || c == collective::bcast;
+            runs r;
+            try {
+              r = plan_runs(s, c, P, count, rooted ? P - 1 : 0, 8, 1024, node_of);
+            } catch (const collc::error&) {
+              continue;
+            }
+            const int w = r.window();
+            const auto order = r.sequence(w, static_cast<std::size_t>(w));
+            const std::size_t g = group_of(r.programs);
+            if (g <= 1) continue;
+            const auto agree = [&](const std::vector<program>& programs, bool in_place, const char* what) {
+              const verify_options grouped{.commutative = true, .in_place = in_place, .shm_copies = r.shm_copies};
+              verify_options by_element = grouped;
+              by_element.element_groups = false;
+              const auto a = verify_sequence(programs, order, grouped);
+              const auto b = verify_sequence(programs, order, by_element);
+              if (a.to_string() != b.to_string()) {
+                INFO(collc::to_string(c) << " P=" << P << " nodes=" << node_of.size() << " " << s.to_string()
+                                         << " count=" << count << " group " << g << " " << what
+                                         << "\n  in groups:       " << a.to_string()
+                                         << "\n  element by element: " << b.to_string());
+                CHECK(a.to_string() == b.to_string());
+              }
+              ++compared;
+              broken += !b;
+            };
+            for (bool in_place : {false, true}) {
+              if (in_place && !r.in_place) continue;
+              agree(r.programs, in_place, "as lowered");
+              for (int m = 0; m < 6; ++m) {
+                std::vector<program> bad = r.programs;
+                if (break_program(bad[rng() % bad.size()], rng, g)) agree(bad, in_place, "broken");
+              }
+            }
+          }
+    }
+  INFO("compared " << compared << ", broken " << broken);
+  CHECK(compared > 1000);
+  CHECK(broken > compared / 4);  // the breaks do break: the comparison sees violations
 }

@@ -672,15 +672,27 @@ TEST_CASE("large generated shared-memory allreduce verifies quickly", "[ir][veri
 namespace {
 
 /// The two-rank shared-memory allreduce as parsed text, with `count` elements.
-std::string two_rank_text(std::uint64_t count) {
-  const std::string n = std::to_string(count);
+/// Each rank copies its input into its shm slot, then both reduce both slots.
+/// `groups` false: the copy is split after count - 1 elements, so no element
+/// group larger than one divides the offsets (verify.hpp, "Element groups")
+/// and verify works element by element; true: one copy, and every offset
+/// and count is 0 or `count`, so the program divides down to one element.
+std::string two_rank_text(std::uint64_t count, bool groups = false) {
+  const std::string n = std::to_string(count), head = std::to_string(count - 1);
   std::string t = "collc-program 1\ncollective=allreduce\nranks=2\ncount=" + n +
                   "\nblock_stride=0\nroot=0\ncommutative_only=false\nshm_count=" + n +
                   "\nscratch_count=0\nflags=1\nnode_of=[]\nname=\"huge\"\n";
-  for (int r = 0; r < 2; ++r)
-    t += "rank " + std::to_string(r) + ":\n  copy shm@" + std::to_string(r) + "+0 <- send+0 x" + n +
-         "\n  signal f0\n  wait r" + std::to_string(1 - r) + ".f0 >= 1\n  reduce recv+0 <- shm@0+0, shm@1+0 x" + n +
+  for (int r = 0; r < 2; ++r) {
+    const std::string own = std::to_string(r);
+    t += "rank " + own + ":\n";
+    if (groups)
+      t += "  copy shm@" + own + "+0 <- send+0 x" + n + "\n";
+    else
+      t += "  copy shm@" + own + "+0 <- send+0 x" + head + "\n  copy shm@" + own + "+" + head + " <- send+" + head +
+           " x1\n";
+    t += "  signal f0\n  wait r" + std::to_string(1 - r) + ".f0 >= 1\n  reduce recv+0 <- shm@0+0, shm@1+0 x" + n +
          "\n";
+  }
   return t + "end\n";
 }
 
@@ -755,4 +767,54 @@ TEST_CASE("a failed allocation inside verify is a collc::error", "[ir][verify][l
   CHECK(e.code() == errc::invalid_argument);
   CHECK_THAT(e.what(),
              Catch::Contains("out of memory verifying program 'huge'") && Catch::Contains("count 1125899906842624"));
+}
+
+TEST_CASE("element groups: a program whose offsets and counts share a factor g is proven divided by g",
+          "[ir][verify][groups]") {
+  // One copy and one reduce of 10^8 elements per rank: every offset is 0 and
+  // every count 10^8, so verify proves the program of one element.
+  const program whole = parse_program(two_rank_text(100000000, true));
+  const verify_options once{.commutative = true, .executions = 1};
+  const auto t0 = std::chrono::steady_clock::now();
+  CHECK(verify(whole, once));
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+  CHECK(verify_memory_estimate({&whole}, {1}, once) < std::uint64_t{1} << 20);
+  // Element by element the same program is 38 GiB, refused.
+  verify_options by_element = once;
+  by_element.element_groups = false;
+  CHECK(verify_memory_estimate({&whole}, {1}, by_element) > std::uint64_t{30} << 30);
+  CHECK_THAT(verify_error(whole, by_element).what(), Catch::Contains("needs an estimated 38.0 GiB"));
+  // The limit applies to what is run: the divided program.
+  verify_options tight = once;
+  tight.memory_limit = verify_memory_estimate({&whole}, {1}, once) - 1;
+  CHECK_THAT(verify_error(whole, tight).what(), Catch::Contains("more than verify_options::memory_limit"));
+}
+
+TEST_CASE("element groups: a violation is reported in the program's own elements", "[ir][verify][groups]") {
+  // shm_allreduce_2 of 4096 elements is groups of 4096; rank 0 also writes
+  // 512 elements from 2048 of its input into rank 1's slot, unordered with
+  // rank 1's own copy: the groups are now 512 and the race is at element 2048.
+  auto p = shm_allreduce_2(4096);
+  p.code[0].push_back(copy{shm(1, 2048), snd(0, 2048), 512});
+  verify_options by_element;
+  by_element.element_groups = false;
+  const auto grouped = verify(p), reference = verify(p, by_element);
+  INFO(grouped.to_string() << "\n" << reference.to_string());
+  CHECK(grouped.failed == property::race);
+  CHECK(mentions(grouped, "shm(rank 1)[2048]"));
+  CHECK(grouped.to_string() == reference.to_string());
+  // When the element-by-element run does not fit the limit, the divided
+  // program's report says how to read its element numbers.
+  verify_options tight;
+  tight.memory_limit = verify_memory_estimate({&p}, {2}, tight);
+  REQUIRE(tight.memory_limit < verify_memory_estimate({&p}, {2}, by_element));
+  const auto divided = verify(p, tight);
+  INFO(divided.to_string());
+  CHECK(divided.failed == property::race);
+  CHECK(mentions(divided, "shm(rank 1)[4]"));  // 2048 / 512
+  CHECK(mentions(divided, "[proved in groups of 512 elements: element k above is elements 512k to 512k+511"));
+  // And the correct program verifies in groups as element by element.
+  const auto correct = shm_allreduce_2(4096);
+  CHECK(verify(correct));
+  CHECK(verify(correct, by_element));
 }

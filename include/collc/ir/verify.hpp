@@ -62,6 +62,21 @@
 /// for data; about 24 bytes per element of every rank's buffers. At most 65536
 /// ranks (P vector clocks of P entries).
 ///
+/// Element groups. When every offset and count of the programs (each ref's
+/// offset, each instruction's count, the program's count and block stride)
+/// is a multiple of g, every instruction moves whole groups of g elements
+/// and element i of a group lands on element i of a group. The run is then
+/// g independent copies of the run of the program with all those numbers
+/// divided by g (capacities rounded down), one copy per position in the
+/// group: a result element g*k + i holds the tree of divided element k with
+/// each leaf element k' read as g*k' + i. So a result holds each
+/// contribution once, in order and identically on every rank iff the
+/// divided one does; two accesses overlap iff the divided ones do; send
+/// counts match iff the divided ones do; signals and waits are untouched.
+/// verify proves the divided program (g times less memory and time: a
+/// 4 MiB chunk of doubles in 512 KiB pieces is groups of 65536), and on a
+/// violation re-runs element by element, so reports name real elements.
+///
 /// Note: as every execution runs the same code, a stale value (from an earlier
 /// execution) in a result comes with a race or an uninitialised read in
 /// execution 0, which is what gets reported; the "stale" wording of property 1
@@ -116,6 +131,9 @@ struct verify_options {
   /// refused up front with collc::error(errc::invalid_argument) instead of
   /// exhausting the machine. 0: no limit.
   std::uint64_t memory_limit = std::uint64_t{2} << 30;
+  /// Prove in element groups (see "Element groups" above); false: element
+  /// by element, the reference the grouping is tested against.
+  bool element_groups = true;
 };
 
 /// Outcome of collc::verify: the first violation found, or none.
@@ -135,7 +153,8 @@ struct verify_result {
 
 /// Bytes collc::verify (and verify_sequence) would hold at its peak for
 /// `programs`, program k running in runs[k] of the executions, with options
-/// `o`: an estimate from the sizes only, in O(instructions), saturating
+/// `o` (in element groups when o.element_groups, as verify runs them): an
+/// estimate from the sizes only, in O(instructions), saturating
 /// instead of overflowing. It counts the cells of every rank's buffers (24 B
 /// per element), the vector clocks (4 B * P each: one per rank, one per
 /// signal of every execution, one per message in flight), the expression

@@ -12,6 +12,7 @@
 #include <collc/ir/verify.hpp>
 
 #include <collc/error.hpp>
+#include <collc/ir/verify/element_groups.ipp>
 #include <collc/ir/verify/matching.ipp>
 #include <collc/ir/verify/sequence.ipp>
 #include <collc/ir/verify/simulation.ipp>
@@ -44,8 +45,11 @@ COLLC_INLINE std::string verify_result::to_string() const {
   return s;
 }
 
-COLLC_INLINE std::uint64_t verify_memory_estimate(const std::vector<const program*>& programs,
-                                                  const std::vector<std::uint64_t>& runs, const verify_options& o) {
+namespace detail::verification {
+
+/// verify_memory_estimate for `programs` as given (no element groups).
+COLLC_INLINE std::uint64_t estimate_as_given(const std::vector<const program*>& programs,
+                                             const std::vector<std::uint64_t>& runs, const verify_options& o) {
   constexpr std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
   auto add = [](std::uint64_t a, std::uint64_t b) { return a > max - b ? max : a + b; };
   auto mul = [](std::uint64_t a, std::uint64_t b) { return b != 0 && a > max / b ? max : a * b; };
@@ -97,6 +101,14 @@ COLLC_INLINE std::uint64_t verify_memory_estimate(const std::vector<const progra
   return bytes;
 }
 
+}  // namespace detail::verification
+
+COLLC_INLINE std::uint64_t verify_memory_estimate(const std::vector<const program*>& programs,
+                                                  const std::vector<std::uint64_t>& runs, const verify_options& o) {
+  const auto grouped = detail::verification::group_elements(programs, o.element_groups);
+  return detail::verification::estimate_as_given(grouped.group > 1 ? grouped.pointers() : programs, runs, o);
+}
+
 namespace detail::verification {
 
 /// "6.6 GiB"
@@ -143,11 +155,11 @@ COLLC_INLINE verify_result check_all(std::vector<const program*> ps, std::vector
 /// machine (the simulation holds every element of every rank and a clock
 /// per signal), and turning a failed allocation the estimate missed into an
 /// error that names the program (`what`).
-COLLC_INLINE verify_result run_within_limit(std::vector<const program*> ps, std::vector<std::size_t> order,
-                                            const verify_options& o, const std::string& what) {
+COLLC_INLINE verify_result run_as_given(std::vector<const program*> ps, std::vector<std::size_t> order,
+                                        const verify_options& o, const std::string& what) {
   std::vector<std::uint64_t> runs(ps.size(), 0);
   for (std::size_t k : order) ++runs[k];
-  const std::uint64_t need = verify_memory_estimate(ps, runs, o);
+  const std::uint64_t need = estimate_as_given(ps, runs, o);
   if (o.memory_limit != 0 && need > o.memory_limit)
     throw error(errc::invalid_argument,
                 cat("verify: ", what, " needs an estimated ", byte_size(need),
@@ -161,6 +173,26 @@ COLLC_INLINE verify_result run_within_limit(std::vector<const program*> ps, std:
   } catch (const std::length_error&) {
     throw error(errc::invalid_argument,
                 cat("verify: out of memory verifying ", what, " (estimated ", byte_size(need), ')'));
+  }
+}
+
+/// run_as_given on the programs divided by their element group (verify.hpp,
+/// "Element groups"), which verify iff the programs do. A violation is
+/// found again element by element, so that its report names the
+/// program's own elements; where that run does not fit (the memory limit,
+/// or the allocation fails), the divided program's report says how to read it.
+COLLC_INLINE verify_result run_within_limit(std::vector<const program*> ps, std::vector<std::size_t> order,
+                                            const verify_options& o, const std::string& what) {
+  const grouped_programs grouped = group_elements(ps, o.element_groups);
+  if (grouped.group <= 1) return run_as_given(std::move(ps), std::move(order), o, what);
+  verify_result r = run_as_given(grouped.pointers(), order, o, what);
+  if (r) return r;
+  try {
+    return run_as_given(std::move(ps), std::move(order), o, what);
+  } catch (const error&) {
+    r.reason += cat(" [proved in groups of ", grouped.group, " elements: element k above is elements ", grouped.group,
+                    "k to ", grouped.group, "k+", grouped.group - 1, " of the program]");
+    return r;
   }
 }
 
