@@ -468,8 +468,8 @@ std::vector<std::size_t*> sizes_of(instruction& ins) {
   return {};
 }
 
-/// The largest g dividing every offset and count of the programs (verify.hpp,
-/// "Element groups"), computed here independently of verify's own.
+/// The largest g dividing every offset and count of the programs: how far
+/// break_program moves things so that the groups can stay as they were.
 std::size_t group_of(std::vector<program> programs) {
   std::size_t g = 0;
   for (program& p : programs) {
@@ -482,8 +482,8 @@ std::size_t group_of(std::vector<program> programs) {
 }
 
 /// One way to break a program: move an offset or shrink a count by its
-/// element group g (the group stays) or by half of it (the group halves, and
-/// verify must see that every offset and count enters it), drop a
+/// element group g (the group stays), by half of it, or by 1 or 3 elements
+/// (verify must see that every offset and count enters the groups), drop a
 /// synchronising instruction, swap a reduction's operands, shrink shm or
 /// scratch, widen the block stride, move a wait's target. False if the chosen instruction (or
 /// program) has nothing of that kind.
@@ -493,7 +493,8 @@ bool break_program(program& p, std::mt19937& rng, std::size_t g) {
   const std::size_t i = std::uniform_int_distribution<std::size_t>(0, code.size() - 1)(rng);
   instruction& ins = code[i];
   auto sizes = sizes_of(ins);
-  const std::size_t by = rng() % 2 == 0 ? g : g / 2;
+  const std::size_t choices[] = {g, std::max<std::size_t>(g / 2, 1), 1, 3};
+  const std::size_t by = choices[rng() % 4];
   switch (std::uniform_int_distribution<int>(0, 5)(rng)) {
     case 0:  // an offset moves, either way
       if (sizes.size() < 2) return false;
@@ -545,13 +546,13 @@ bool break_program(program& p, std::mt19937& rng, std::size_t g) {
 
 TEST_CASE("element groups: proofs in groups agree with element-by-element proofs, broken programs included",
           "[ir][sequence][groups]") {
-  // verify proves a sequence divided by its element group and re-runs element
-  // by element only on a violation, so what could go wrong is a divided proof
-  // that passes where the element-by-element one fails. Every plan's sequence
-  // (counts that are multiples of 8 and of 16), and copies broken in ways
-  // that keep the group, must get the same verdict both ways.
+  // verify proves a sequence in element groups and re-runs element by element
+  // only on a violation, so what could go wrong is a grouped proof that
+  // passes where the element-by-element one fails. Every plan's sequence
+  // (counts that divide by 16, by 8 and by nothing), and copies broken in
+  // ways that keep the groups or change them, must get the same verdict.
   std::mt19937 rng(20261206);
-  int compared = 0, broken = 0;
+  int compared = 0, broken = 0, grouped_even = 0, grouped_odd = 0;
   for (collective c : {collective::allreduce, collective::reduce_scatter, collective::allgather, collective::reduce,
                        collective::bcast})
     for (int P : {2, 3, 4, 6}) {
@@ -564,7 +565,7 @@ TEST_CASE("element groups: proofs in groups agree with element-by-element proofs
         }
       for (const auto& node_of : layouts)
         for (const auto& s : schedules_for(c, P, 4096, node_of))
-          for (std::size_t count : {std::size_t{256}, std::size_t{336}}) {
+          for (std::size_t count : {std::size_t{256}, std::size_t{344}, std::size_t{337}}) {
             const bool rooted = c == collective::reduce || c == collective::bcast;
             runs r;
             try {
@@ -575,11 +576,19 @@ TEST_CASE("element groups: proofs in groups agree with element-by-element proofs
             const int w = r.window();
             const auto order = r.sequence(w, static_cast<std::size_t>(w));
             const std::size_t g = group_of(r.programs);
-            if (g <= 1) continue;
             const auto agree = [&](const std::vector<program>& programs, bool in_place, const char* what) {
               const verify_options grouped{.commutative = true, .in_place = in_place, .shm_copies = r.shm_copies};
               verify_options by_element = grouped;
               by_element.element_groups = false;
+              if (what[0] == 'a') {  // as lowered: do groups apply (the estimate is of what verify runs)?
+                std::vector<const program*> ps;
+                for (const program& q : programs) ps.push_back(&q);
+                std::vector<std::uint64_t> runs_of(programs.size(), 0);
+                for (std::size_t k : order) ++runs_of[k];
+                const bool smaller =
+                    verify_memory_estimate(ps, runs_of, grouped) < verify_memory_estimate(ps, runs_of, by_element);
+                (count % 8 == 0 ? grouped_even : grouped_odd) += smaller;
+              }
               const auto a = verify_sequence(programs, order, grouped);
               const auto b = verify_sequence(programs, order, by_element);
               if (a.to_string() != b.to_string()) {
@@ -602,7 +611,10 @@ TEST_CASE("element groups: proofs in groups agree with element-by-element proofs
             }
           }
     }
-  INFO("compared " << compared << ", broken " << broken);
+  INFO("compared " << compared << ", broken " << broken << "; sequences in groups: " << grouped_even
+                   << " of counts 256 and 344, " << grouped_odd << " of count 337");
   CHECK(compared > 1000);
+  CHECK(grouped_even > 100);     // both kinds of groups are exercised: a count that
+  CHECK(grouped_odd > 50);       // divides by nothing still groups between its cuts
   CHECK(broken > compared / 4);  // the breaks do break: the comparison sees violations
 }

@@ -673,25 +673,23 @@ namespace {
 
 /// The two-rank shared-memory allreduce as parsed text, with `count` elements.
 /// Each rank copies its input into its shm slot, then both reduce both slots.
-/// `groups` false: the copy is split after count - 1 elements, so no element
-/// group larger than one divides the offsets (verify.hpp, "Element groups")
-/// and verify works element by element; true: one copy, and every offset
-/// and count is 0 or `count`, so the program divides down to one element.
-std::string two_rank_text(std::uint64_t count, bool groups = false) {
-  const std::string n = std::to_string(count), head = std::to_string(count - 1);
+/// `groups` true: one copy, so every offset and count is 0 or `count` and
+/// the program groups down to one element (verify.hpp, "Element groups");
+/// false: each rank first copies its input into its recv shifted by `unit`
+/// elements (overwritten by the result later), which splits every unit from
+/// the next (a move by `unit` within one space of positions), so verify
+/// works unit by unit.
+std::string two_rank_text(std::uint64_t count, bool groups = false, std::uint64_t unit = 1) {
+  const std::string n = std::to_string(count), u = std::to_string(unit);
   std::string t = "collc-program 1\ncollective=allreduce\nranks=2\ncount=" + n +
-                  "\nblock_stride=0\nroot=0\ncommutative_only=false\nshm_count=" + n +
-                  "\nscratch_count=0\nflags=1\nnode_of=[]\nname=\"huge\"\n";
+                  "\nblock_stride=0\nroot=0\ncommutative_only=false\nshm_count=" + n + "\nscratch_count=0" +
+                  "\nflags=1\nnode_of=[]\nname=\"huge\"\n";
   for (int r = 0; r < 2; ++r) {
     const std::string own = std::to_string(r);
     t += "rank " + own + ":\n";
-    if (groups)
-      t += "  copy shm@" + own + "+0 <- send+0 x" + n + "\n";
-    else
-      t += "  copy shm@" + own + "+0 <- send+0 x" + head + "\n  copy shm@" + own + "+" + head + " <- send+" + head +
-           " x1\n";
-    t += "  signal f0\n  wait r" + std::to_string(1 - r) + ".f0 >= 1\n  reduce recv+0 <- shm@0+0, shm@1+0 x" + n +
-         "\n";
+    if (!groups) t += "  copy recv+" + u + " <- send+0 x" + std::to_string(count - unit) + "\n";
+    t += "  copy shm@" + own + "+0 <- send+0 x" + n + "\n";
+    t += "  signal f0\n  wait r" + std::to_string(1 - r) + ".f0 >= 1\n  reduce recv+0 <- shm@0+0, shm@1+0 x" + n + "\n";
   }
   return t + "end\n";
 }
@@ -808,11 +806,44 @@ TEST_CASE("element groups: a violation is reported in the program's own elements
   verify_options tight;
   tight.memory_limit = verify_memory_estimate({&p}, {2}, tight);
   REQUIRE(tight.memory_limit < verify_memory_estimate({&p}, {2}, by_element));
-  const auto divided = verify(p, tight);
-  INFO(divided.to_string());
-  CHECK(divided.failed == property::race);
-  CHECK(mentions(divided, "shm(rank 1)[4]"));  // 2048 / 512
-  CHECK(mentions(divided, "[proved in groups of 512 elements: element k above is elements 512k to 512k+511"));
+  const auto in_512s = verify(p, tight);
+  INFO(in_512s.to_string());
+  CHECK(in_512s.failed == property::race);
+  CHECK(mentions(in_512s, "shm(rank 1)[4]"));  // 2048 / 512
+  CHECK(mentions(in_512s, "[proved in groups of 512 elements: element k above is elements 512k to 512k+511"));
+  // 4099 elements share no factor with 2048: the groups are the runs between
+  // cuts, [0, 2048), [2048, 2560) (rank 0's extra copy) and [2560, 4099).
+  auto odd = shm_allreduce_2(4099);
+  odd.code[0].push_back(copy{shm(1, 2048), snd(0, 2048), 512});
+  tight.memory_limit = verify_memory_estimate({&odd}, {2}, tight);
+  const auto in_runs = verify(odd, tight);
+  INFO(in_runs.to_string());
+  CHECK(in_runs.failed == property::race);
+  CHECK(mentions(in_runs, "shm(rank 1)[1]"));
+  CHECK(mentions(in_runs,
+                 "[proved in groups of elements moved together: element k above is group k; in send "
+                 "and recv the 3 groups start at elements 0, 2048, 2560 (each rank's shm and scratch are grouped "
+                 "likewise) of the program]"));
+  by_element.memory_limit = 0;
+  CHECK(verify(odd).to_string() == verify(odd, by_element).to_string());
+  // Groups of one size only: the input copied into recv shifted by 8 of
+  // 8000 elements splits every 8 elements from the next.
+  program shifted = parse_program(two_rank_text(8000, false, 8));
+  CHECK(verify(shifted, {.commutative = true, .executions = 1}));
+  auto& rank0 = shifted.code[0];
+  rank0.erase(rank0.begin() + 3);  // rank 0 reduces without waiting for rank 1's copy
+  tight = {.commutative = true, .executions = 1};
+  tight.memory_limit = verify_memory_estimate({&shifted}, {1}, tight);
+  const auto in_eights = verify(shifted, tight);
+  INFO(in_eights.to_string());
+  CHECK(in_eights.failed == property::race);
+  CHECK(mentions(in_eights, "[proved in groups of 8 elements: element k above is elements 8k to 8k+7 of the program]"));
+  by_element = tight;
+  by_element.element_groups = false;
+  by_element.memory_limit = 0;
+  const auto reference_race = verify(shifted, by_element);
+  CHECK(reference_race.failed == property::race);
+  CHECK(reference_race.index == in_eights.index);
   // And the correct program verifies in groups as element by element.
   const auto correct = shm_allreduce_2(4096);
   CHECK(verify(correct));

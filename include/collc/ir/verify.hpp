@@ -59,23 +59,40 @@
 /// cause) or a deadlock in the same or an earlier execution.
 ///
 /// Cost: O(total instructions * P) for synchronisation plus O(element accesses)
-/// for data; about 24 bytes per element of every rank's buffers. At most 65536
-/// ranks (P vector clocks of P entries).
+/// for data; about 24 bytes per element of every rank's buffers, where an
+/// element is a group of elements moved together (see "Element groups").
+/// At most 65536 ranks (P vector clocks of P entries).
 ///
-/// Element groups. When every offset and count of the programs (each ref's
-/// offset, each instruction's count, the program's count and block stride)
-/// is a multiple of g, every instruction moves whole groups of g elements
-/// and element i of a group lands on element i of a group. The run is then
-/// g independent copies of the run of the program with all those numbers
-/// divided by g (capacities rounded down), one copy per position in the
-/// group: a result element g*k + i holds the tree of divided element k with
-/// each leaf element k' read as g*k' + i. So a result holds each
-/// contribution once, in order and identically on every rank iff the
-/// divided one does; two accesses overlap iff the divided ones do; send
-/// counts match iff the divided ones do; signals and waits are untouched.
-/// verify proves the divided program (g times less memory and time: a
-/// 4 MiB chunk of doubles in 512 KiB pieces is groups of 65536), and on a
-/// violation re-runs element by element, so reports name real elements.
+/// Element groups. Elements that every instruction moves together need not
+/// be simulated one by one:
+///  - When every offset and count (each ref's offset, each instruction's
+///    count, the program's count and block stride) is a multiple of g, each
+///    instruction moves whole groups of g elements, element i of a group to
+///    element i of a group. The run is then g independent copies of the run
+///    of the program with those numbers divided by g (capacities rounded
+///    down), one per position in the group: result element g*k + i holds
+///    the tree of divided element k with each leaf k' read as g*k' + i.
+///  - More generally, cut each space of positions (the send and recv of all
+///    ranks, which the results and MPI_IN_PLACE relate; each rank's shm;
+///    each rank's scratch) at every offset and end of every range, and close
+///    the cuts under the moves (copy and reduce operands to their
+///    destination, a send's source to its recv's destination, block r of a
+///    P-block buffer to block 0): a cut inside one side of a move is a cut
+///    of the other. Each run between two cuts then lands on runs of the same
+///    length, position for position, so numbering the runs 0, 1, 2, ...
+///    gives a program whose run is the original's with each run of elements
+///    in the place of one element (the original is the union, over
+///    positions p, of the renumbered run restricted to runs longer than p,
+///    and no instruction mixes runs).
+/// Either way a result holds each contribution once, in order and
+/// identically on every rank iff the grouped one does; two accesses overlap
+/// iff the grouped ones do; signals and waits are untouched. The static
+/// checks (0, and the pairing of 5) run on the programs as given first,
+/// since a send and a recv of different lengths could group alike. verify
+/// proves the grouped programs (an allreduce of 1000003 elements at P = 8
+/// in nodes of 4: 0.01 s, where element by element needs 2.6 GiB) and on a
+/// violation re-runs element by element, so that reports name real
+/// elements. verify_options::element_groups = false turns grouping off.
 ///
 /// Note: as every execution runs the same code, a stale value (from an earlier
 /// execution) in a result comes with a race or an uninitialised read in

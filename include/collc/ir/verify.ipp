@@ -105,8 +105,9 @@ COLLC_INLINE std::uint64_t estimate_as_given(const std::vector<const program*>& 
 
 COLLC_INLINE std::uint64_t verify_memory_estimate(const std::vector<const program*>& programs,
                                                   const std::vector<std::uint64_t>& runs, const verify_options& o) {
-  const auto grouped = detail::verification::group_elements(programs, o.element_groups);
-  return detail::verification::estimate_as_given(grouped.group > 1 ? grouped.pointers() : programs, runs, o);
+  if (!o.element_groups) return detail::verification::estimate_as_given(programs, runs, o);
+  const auto grouped = detail::verification::group_elements(programs);
+  return detail::verification::estimate_as_given(grouped.any() ? grouped.pointers() : programs, runs, o);
 }
 
 namespace detail::verification {
@@ -130,12 +131,12 @@ COLLC_INLINE verify_result in_sequence(const sequence& s, std::size_t k, verify_
 /// The checks in their order (verify.hpp, "Order of reports"): property 0
 /// for every program, then the static pairing of sends and waits, then the
 /// run.
-COLLC_INLINE verify_result check_all(std::vector<const program*> ps, std::vector<std::size_t> order,
-                                     const verify_options& o) {
-  sequence s(std::move(ps), std::move(order), o);
+/// The static checks (property 0, then the pairing of sends and waits):
+/// O(instructions), no element is simulated.
+COLLC_INLINE finding check_static(sequence& s) {
   if (s.executions < 1) throw error(errc::invalid_argument, "verify: no execution to run (executions must be >= 1)");
-  if (o.shm_copies < 1 || o.shm_copies > 64)
-    throw error(errc::invalid_argument, cat("verify_options::shm_copies is ", o.shm_copies, ", must be in [1, 64]"));
+  if (s.o.shm_copies < 1 || s.o.shm_copies > 64)
+    throw error(errc::invalid_argument, cat("verify_options::shm_copies is ", s.o.shm_copies, ", must be in [1, 64]"));
   for (std::size_t k = 0; k < s.programs.size(); ++k) {
     if (auto f = check_shape(s, *s.programs[k])) return in_sequence(s, k, std::move(*f));
     if (auto f = check_instructions(s, *s.programs[k])) return in_sequence(s, k, std::move(*f));
@@ -143,6 +144,13 @@ COLLC_INLINE verify_result check_all(std::vector<const program*> ps, std::vector
   count_signals(s);
   for (std::size_t k = 0; k < s.programs.size(); ++k)
     if (auto f = check_matching(s, k)) return in_sequence(s, k, std::move(*f));
+  return std::nullopt;
+}
+
+COLLC_INLINE verify_result check_all(std::vector<const program*> ps, std::vector<std::size_t> order,
+                                     const verify_options& o) {
+  sequence s(std::move(ps), std::move(order), o);
+  if (auto f = check_static(s)) return std::move(*f);
   lay_out(s);
   verify_result r = simulation(s).run();
   if (!r && s.programs.size() > 1 && r.execution >= 0)
@@ -176,22 +184,28 @@ COLLC_INLINE verify_result run_as_given(std::vector<const program*> ps, std::vec
   }
 }
 
-/// run_as_given on the programs divided by their element group (verify.hpp,
-/// "Element groups"), which verify iff the programs do. A violation is
-/// found again element by element, so that its report names the
-/// program's own elements; where that run does not fit (the memory limit,
-/// or the allocation fails), the divided program's report says how to read it.
+/// run_as_given in element groups (verify.hpp, "Element groups"), which
+/// verify iff the programs do. The static checks run on the programs as
+/// given first (they are cheap, and a send and a recv of different lengths
+/// could group alike). A violation of the grouped run is found again
+/// element by element, so that its report names the program's own
+/// elements; where that run does not fit (the memory limit, or the
+/// allocation fails), the grouped report says how to read it.
 COLLC_INLINE verify_result run_within_limit(std::vector<const program*> ps, std::vector<std::size_t> order,
                                             const verify_options& o, const std::string& what) {
-  const grouped_programs grouped = group_elements(ps, o.element_groups);
-  if (grouped.group <= 1) return run_as_given(std::move(ps), std::move(order), o, what);
+  if (!o.element_groups) return run_as_given(std::move(ps), std::move(order), o, what);
+  {
+    sequence s(ps, order, o);
+    if (auto f = check_static(s)) return std::move(*f);
+  }
+  const grouped_programs grouped = group_elements(ps);
+  if (!grouped.any()) return run_as_given(std::move(ps), std::move(order), o, what);
   verify_result r = run_as_given(grouped.pointers(), order, o, what);
   if (r) return r;
   try {
     return run_as_given(std::move(ps), std::move(order), o, what);
   } catch (const error&) {
-    r.reason += cat(" [proved in groups of ", grouped.group, " elements: element k above is elements ", grouped.group,
-                    "k to ", grouped.group, "k+", grouped.group - 1, " of the program]");
+    r.reason += cat(" [proved ", grouped.how, " of the program]");
     return r;
   }
 }
