@@ -6,6 +6,7 @@
 //                [--count N] [--root R] [--ranks-per-node L] [--arity K] [--roots S]
 //                [--fold] [--op sum|matmul] [--dot FILE]
 //   collc verify (same options) [--in-place] [--executions E] [--memory-limit GIB]
+//                [--element-by-element]
 //
 // Both refuse at once a program too large for --memory-limit (default 2 GiB,
 // ir::verify_options::memory_limit; 0: none), estimated before lowering and
@@ -48,6 +49,7 @@ struct program_options {
   bool in_place = false;
   std::uint64_t memory_limit = ir::verify_options{}.memory_limit;  // bytes; 0: none
   int executions = 2;
+  bool element_groups = ir::verify_options{}.element_groups;  // --element-by-element: false
   std::string dot;
   bool help = false;  // -h / --help: the command prints its usage and does nothing else
 };
@@ -127,6 +129,8 @@ inline program_options parse_program_options(std::span<const std::string_view> a
       o.in_place = true;
     } else if (a == "--executions") {
       o.executions = parse_int(a, next(), 1, 16);
+    } else if (a == "--element-by-element") {
+      o.element_groups = false;
     } else if (a == "--memory-limit") {
       o.memory_limit = parse_integer<std::uint64_t>(a, next(), 0, std::uint64_t{1} << 20) << 30;
     } else if (a == "--dot") {
@@ -244,7 +248,9 @@ inline int run_verify(std::span<const std::string_view> args) {
         "--op), identical results on all ranks, no race, no deadlock.\n{}"
         "  --in-place            send and recv are the same memory\n"
         "  --executions E        back-to-back executions to prove (default 2)\n"
-        "  --memory-limit GIB    refuse a program estimated larger (default 2; 0: none)\n",
+        "  --memory-limit GIB    refuse a program estimated larger (default 2; 0: none)\n"
+        "  --element-by-element  prove every element, not runs of elements that move together\n"
+        "                        (verify_options::element_groups = false; slower, same verdict)\n",
         program_options_help);
     return 0;
   }
@@ -253,6 +259,7 @@ inline int run_verify(std::span<const std::string_view> args) {
   for (const auto& c : p.code) instructions += c.size();
   ir::verify_options vo{.commutative = o.commutative, .executions = o.executions, .in_place = o.in_place};
   vo.memory_limit = o.memory_limit;
+  vo.element_groups = o.element_groups;
   const auto v = ir::verify(p, vo);
   const std::string proved = o.commutative
                                  ? "each contribution once, identical results on all ranks, no race, no deadlock"
