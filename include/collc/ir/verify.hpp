@@ -66,7 +66,9 @@
 /// Element groups. Elements that every instruction moves together need not
 /// be simulated one by one:
 ///  - When every offset and count (each ref's offset, each instruction's
-///    count, the program's count and block stride) is a multiple of g, each
+///    count, the program's count and, for reduce_scatter and allgather, its
+///    block stride; the engine's chunk programs of the other collectives
+///    carry an unused one, which the grouped copy drops) is a multiple of g, each
 ///    instruction moves whole groups of g elements, element i of a group to
 ///    element i of a group. The run is then g independent copies of the run
 ///    of the program with those numbers divided by g (capacities rounded
@@ -83,7 +85,11 @@
 ///    gives a program whose run is the original's with each run of elements
 ///    in the place of one element (the original is the union, over
 ///    positions p, of the renumbered run restricted to runs longer than p,
-///    and no instruction mixes runs).
+///    and no instruction mixes runs). Renumbering is used when the cuts are
+///    at most a quarter of the positions: chunk and tail programs that split
+///    the same shm at unrelated places can cut it almost element by element
+///    (an 8 MiB allreduce in pseudo-nodes of 2 does), and such a sequence is
+///    proven as given.
 /// Either way a result holds each contribution once, in order and
 /// identically on every rank iff the grouped one does; two accesses overlap
 /// iff the grouped ones do; signals and waits are untouched. The static

@@ -25,17 +25,27 @@ namespace collc::ir::detail::verification {
 
 using collc::detail::cat;
 
+/// True if `p`'s block_stride means anything: the P-block buffer of a
+/// reduce_scatter's send or an allgather's recv. The engine's chunk programs
+/// of the other collectives carry the whole call's count there (one lowering
+/// for every collective); no check reads it but well-formedness
+/// (block_stride >= count), which runs on the programs as given, so a grouped
+/// copy drops it (0, dense) instead of letting it split or refuse the groups.
+COLLC_INLINE bool stride_matters(const program& p) {
+  return p.coll == collective::reduce_scatter || p.coll == collective::allgather;
+}
+
 /// The largest g dividing every element offset and count of `programs`: each
 /// ref's offset and each instruction's count, and each program's count and
-/// block stride. 0 when all are 0. Capacities (shm_count, scratch_count) do
-/// not enter: an access ending at a multiple m of g fits a capacity c iff
-/// m / g fits c / g rounded down.
+/// block stride (where it matters). 0 when all are 0. Capacities (shm_count,
+/// scratch_count) do not enter: an access ending at a multiple m of g fits a
+/// capacity c iff m / g fits c / g rounded down.
 COLLC_INLINE std::size_t element_group(const std::vector<const program*>& programs) {
   std::size_t g = 0;
   const auto fold = [&g](std::size_t v) { g = std::gcd(g, v); };
   for (const program* p : programs) {
     fold(p->count);
-    fold(p->block_stride);
+    if (stride_matters(*p)) fold(p->block_stride);
     for (const rank_program& code : p->code)
       for (const instruction& ins : code) {
         if (const auto* c = std::get_if<copy>(&ins)) {
@@ -57,7 +67,7 @@ COLLC_INLINE std::size_t element_group(const std::vector<const program*>& progra
 COLLC_INLINE program divided(const program& p, std::size_t g) {
   program q = p;
   q.count /= g;
-  q.block_stride /= g;
+  q.block_stride = stride_matters(p) ? q.block_stride / g : 0;
   q.shm_count /= g;
   q.scratch_count /= g;
   for (rank_program& code : q.code)
@@ -122,7 +132,7 @@ COLLC_INLINE element_cuts find_element_cuts(const std::vector<const program*>& p
     if (p->ranks != ranks || p->code.size() != P) return {};
     for (std::size_t v : {p->count, p->send_count(), p->recv_count()}) cuts[user].insert(v);
     for (std::size_t r = 0; r < P; ++r) cuts[1 + r].insert(p->shm_count), cuts[1 + P + r].insert(p->scratch_count);
-    if (p->coll == collective::reduce_scatter || p->coll == collective::allgather) {
+    if (stride_matters(*p)) {
       // Block r of the P-block buffer is rank r's result (reduce_scatter) or
       // input (allgather), and in place an allgather's send is its block:
       // the cuts repeat with the block stride, so block r starts at r times
@@ -161,6 +171,7 @@ COLLC_INLINE element_cuts find_element_cuts(const std::vector<const program*>& p
   // of the other, so the two sides split into runs of the same lengths.
   std::size_t total = 0, work = 0;
   for (const auto& c : cuts) total += c.size();
+  if (total > limit) return {};
   for (bool grew = true; grew;) {
     grew = false;
     for (const move& m : moves)
@@ -203,7 +214,7 @@ COLLC_INLINE std::optional<program> renumbered(const program& p, const element_c
   };
   program q = p;
   q.count = at(0, p.count);
-  q.block_stride = p.block_stride == 0 ? 0 : at(0, p.block_stride);
+  q.block_stride = p.block_stride == 0 || !stride_matters(p) ? 0 : at(0, p.block_stride);
   // One capacity for every rank's shm (scratch): the largest renumbered one,
   // which every rank's renumbered ranges fit as its own did.
   const auto P = static_cast<std::size_t>(std::max(p.ranks, 1));
@@ -213,7 +224,7 @@ COLLC_INLINE std::optional<program> renumbered(const program& p, const element_c
     q.scratch_count = std::max(q.scratch_count, at(1 + P + r, p.scratch_count));
   }
   exact = exact && at(0, p.send_count()) == q.send_count() && at(0, p.recv_count()) == q.recv_count();
-  if (p.coll == collective::reduce_scatter || p.coll == collective::allgather)
+  if (stride_matters(p))
     for (std::size_t r = 0; r <= static_cast<std::size_t>(std::max(p.ranks, 1)); ++r)
       exact = exact && at(0, r * p.stride()) == r * q.stride();
   for (rank_program& code : q.code)
@@ -238,7 +249,8 @@ COLLC_INLINE std::optional<program> renumbered(const program& p, const element_c
 
 /// The programs verify runs for `programs`: divided by their element group
 /// (element_group), then renumbered to runs between cuts (element_cuts)
-/// when that shrinks them at least fourfold; none if neither applies.
+/// when the cuts are at most a quarter of the positions (summed over the
+/// spaces); none if neither applies.
 struct grouped_programs {
   std::vector<program> programs;
   std::string how;  ///< for a report that cannot be re-run element by element
@@ -258,10 +270,15 @@ COLLC_INLINE grouped_programs group_elements(const std::vector<const program*>& 
     out.how = cat("in groups of ", g, " elements: element k above is elements ", g, "k to ", g, "k+", g - 1);
   }
   const std::vector<const program*> current = out.any() ? out.pointers() : programs;
-  std::uint64_t extent = 0;
+  // Positions summed over the spaces (the user's buffers, then P shm and P
+  // scratch): renumbering pays when the cuts are at most a quarter of them.
+  std::uint64_t user = 0, shm = 0, scratch = 0;
   for (const program* p : current)
-    extent = std::max<std::uint64_t>({extent, p->send_count(), p->recv_count(), p->shm_count, p->scratch_count});
-  const element_cuts cuts = find_element_cuts(current, std::min<std::uint64_t>(extent / 4, 1 << 18));
+    user = std::max<std::uint64_t>({user, p->send_count(), p->recv_count()}),
+    shm = std::max<std::uint64_t>(shm, p->shm_count), scratch = std::max<std::uint64_t>(scratch, p->scratch_count);
+  const auto P = static_cast<std::uint64_t>(std::max(current.front()->ranks, 1));
+  const std::uint64_t positions = user + P * (shm + scratch);
+  const element_cuts cuts = find_element_cuts(current, std::min<std::uint64_t>(positions / 4, 1 << 18));
   if (cuts.in.empty()) return out;
   std::vector<program> runs;
   for (const program* p : current) {
@@ -270,12 +287,12 @@ COLLC_INLINE grouped_programs group_elements(const std::vector<const program*>& 
     runs.push_back(std::move(*q));
   }
   // A report names elements of the user's buffers most of the time: say where their groups start.
-  const std::vector<std::uint64_t>& user = cuts.in[0];
+  const std::vector<std::uint64_t>& user_cuts = cuts.in[0];
   std::string starts;
-  for (std::size_t k = 0; k + 1 < user.size() && k < 8; ++k)
-    starts += cat(k == 0 ? "" : ", ", user[k] * std::max<std::size_t>(g, 1));
+  for (std::size_t k = 0; k + 1 < user_cuts.size() && k < 8; ++k)
+    starts += cat(k == 0 ? "" : ", ", user_cuts[k] * std::max<std::size_t>(g, 1));
   out.how = cat("in groups of elements moved together: element k above is group k; in send and recv the ",
-                user.size() - 1, " groups start at elements ", starts, user.size() > 9 ? ", ..." : "",
+                user_cuts.size() - 1, " groups start at elements ", starts, user_cuts.size() > 9 ? ", ..." : "",
                 " (each rank's shm and scratch are grouped likewise)");
   out.programs = std::move(runs);
   return out;
