@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <initializer_list>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -37,6 +38,19 @@ runs plan_runs(const algo::schedule& s, collective c, int P, std::size_t count, 
   auto lowered = collc_test::lower_like_engine(s, c, P, count, elem, chunk_bytes, node_of, root, pieces);
   const int copies = shm_copies_for(lowered.programs, elem, chunk_bytes);  // the engine's rule (layout_of)
   return make_runs(std::move(lowered), count, copies);
+}
+
+/// Node layouts of P ranks: one node, then pseudo-nodes of each size in
+/// `sizes` smaller than P (node_of[r] = r / L; L = 1: every rank its own node).
+std::vector<std::vector<int>> node_layouts(int P, std::initializer_list<int> sizes) {
+  std::vector<std::vector<int>> layouts = {{}};
+  for (int L : sizes)
+    if (P > L) {
+      std::vector<int> n;
+      for (int r = 0; r < P; ++r) n.push_back(r / L);
+      layouts.push_back(n);
+    }
+  return layouts;
 }
 
 verify_result prove(const runs& r, bool commutative, bool in_place) {
@@ -152,14 +166,7 @@ TEST_CASE("every plan's sequence verifies around chunk boundaries", "[ir][sequen
   for (collective c : {collective::allreduce, collective::reduce_scatter, collective::allgather, collective::reduce,
                        collective::bcast}) {
     for (int P = 1; P <= 8; ++P) {
-      std::vector<std::vector<int>> layouts = {{}};
-      for (int L : {1, 2, 3})  // pseudo-nodes; L = 1: every rank its own node
-        if (P > L) {
-          std::vector<int> n;
-          for (int r = 0; r < P; ++r) n.push_back(r / L);
-          layouts.push_back(n);
-        }
-      for (const auto& node_of : layouts) {
+      for (const auto& node_of : node_layouts(P, {1, 2, 3})) {
         const bool rooted = c == collective::reduce || c == collective::bcast;
         const std::size_t elem = 8, chunk_bytes = 1024;
         const std::size_t blocks = c == collective::reduce_scatter || c == collective::allgather ? P : 1;
@@ -542,6 +549,21 @@ bool break_program(program& p, std::mt19937& rng, std::size_t g) {
   }
 }
 
+/// How much smaller verify's run of `programs` in `order` is in element
+/// groups: the element-by-element memory estimate over the grouped one
+/// (verify_memory_estimate estimates what verify runs).
+double group_gain(const std::vector<program>& programs, const std::vector<std::size_t>& order, verify_options grouped) {
+  std::vector<const program*> ps;
+  for (const program& q : programs) ps.push_back(&q);
+  std::vector<std::uint64_t> runs_of(programs.size(), 0);
+  for (std::size_t k : order) ++runs_of[k];
+  grouped.element_groups = true;
+  verify_options by_element = grouped;
+  by_element.element_groups = false;
+  return static_cast<double>(verify_memory_estimate(ps, runs_of, by_element)) /
+         static_cast<double>(verify_memory_estimate(ps, runs_of, grouped));
+}
+
 }  // namespace
 
 TEST_CASE("element groups: proofs in groups agree with element-by-element proofs, broken programs included",
@@ -556,14 +578,7 @@ TEST_CASE("element groups: proofs in groups agree with element-by-element proofs
   for (collective c : {collective::allreduce, collective::reduce_scatter, collective::allgather, collective::reduce,
                        collective::bcast})
     for (int P : {2, 3, 4, 6}) {
-      std::vector<std::vector<int>> layouts = {{}};
-      for (int L : {1, 2})
-        if (P > L) {
-          std::vector<int> n;
-          for (int r = 0; r < P; ++r) n.push_back(r / L);
-          layouts.push_back(n);
-        }
-      for (const auto& node_of : layouts)
+      for (const auto& node_of : node_layouts(P, {1, 2}))
         for (const auto& s : schedules_for(c, P, 4096, node_of))
           for (std::size_t count : {std::size_t{256}, std::size_t{344}, std::size_t{337}}) {
             const bool rooted = c == collective::reduce || c == collective::bcast;
@@ -580,15 +595,8 @@ TEST_CASE("element groups: proofs in groups agree with element-by-element proofs
               const verify_options grouped{.commutative = true, .in_place = in_place, .shm_copies = r.shm_copies};
               verify_options by_element = grouped;
               by_element.element_groups = false;
-              if (what[0] == 'a') {  // as lowered: do groups apply (the estimate is of what verify runs)?
-                std::vector<const program*> ps;
-                for (const program& q : programs) ps.push_back(&q);
-                std::vector<std::uint64_t> runs_of(programs.size(), 0);
-                for (std::size_t k : order) ++runs_of[k];
-                const bool smaller =
-                    verify_memory_estimate(ps, runs_of, grouped) < verify_memory_estimate(ps, runs_of, by_element);
-                (count % 8 == 0 ? grouped_even : grouped_odd) += smaller;
-              }
+              if (what[0] == 'a')  // as lowered: do groups apply?
+                (count % 8 == 0 ? grouped_even : grouped_odd) += group_gain(programs, order, grouped) > 1;
               const auto a = verify_sequence(programs, order, grouped);
               const auto b = verify_sequence(programs, order, by_element);
               if (a.to_string() != b.to_string()) {
@@ -631,33 +639,19 @@ TEST_CASE("element groups: the engine's chunked sequences are proven in groups",
   for (collective c : {collective::allreduce, collective::reduce_scatter, collective::allgather, collective::reduce,
                        collective::bcast})
     for (int P : {2, 3, 4}) {
-      std::vector<std::vector<int>> layouts = {{}};
-      for (int L : {1, 2})
-        if (P > L) {
-          std::vector<int> n;
-          for (int r = 0; r < P; ++r) n.push_back(r / L);
-          layouts.push_back(n);
-        }
-      for (const auto& node_of : layouts) {
+      for (const auto& node_of : node_layouts(P, {1, 2})) {
         const std::size_t count = 4 * chunk + 13;  // chunks and a tail that divide by nothing
         const algo::schedule s = algo::default_schedule(c, P, count * elem, true, node_of, 0);
         const bool rooted = c == collective::reduce || c == collective::bcast;
         const runs r = plan_runs(s, c, P, count, rooted ? P - 1 : 0, elem, chunk_bytes, node_of);
         const int w = r.window();
         const auto order = r.sequence(w, static_cast<std::size_t>(w));
-        std::vector<const program*> ps;
-        for (const program& q : r.programs) ps.push_back(&q);
-        std::vector<std::uint64_t> runs_of(r.programs.size(), 0);
-        for (std::size_t k : order) ++runs_of[k];
         const verify_options grouped{.commutative = true, .shm_copies = r.shm_copies};
-        verify_options by_element = grouped;
-        by_element.element_groups = false;
         INFO(collc::to_string(c) << " P=" << P << " nodes=" << (node_of.empty() ? 1 : node_of.back() + 1) << " "
                                  << s.to_string() << " count " << count << ", " << r.programs.size() << " programs, "
                                  << order.size() << " executions");
         REQUIRE(order.size() > 2);  // chunked: the case this is about
-        const bool in_groups =
-            verify_memory_estimate(ps, runs_of, grouped) * 2 < verify_memory_estimate(ps, runs_of, by_element);
+        const bool in_groups = group_gain(r.programs, order, grouped) > 2;
         if (c == collective::reduce_scatter || c == collective::allgather)
           blocked_in_groups += in_groups, ++blocked;
         else

@@ -88,5 +88,8 @@ function(collc_add_checked_pseudo per_node ranks filter)
                      ENV COLLC_ENABLE_CHECKS=1 COLLC_RANKS_PER_NODE=${per_node} COLLC_CHUNK_BYTES=65536
                      ARGS "large messages run in bounded chunks")
 endfunction()
+# A plan that checks cannot prove within verify's memory is refused at setup,
+# by name (the case needs 6 ranks in nodes of 3).
+collc_add_mpi_test(mpi_test_plan_errors_checks_limit mpi_test_plan_errors RANKS 6 ARGS "[.checks_limit]")
 collc_add_checked_pseudo(1 3 "[plan]")
 collc_add_checked_pseudo(2 4 "[plan]~large messages run in bounded chunks")

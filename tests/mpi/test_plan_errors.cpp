@@ -292,3 +292,32 @@ TEST_CASE("misuse of start and wait", "[backend][mpi][errors]") {
   p.wait();  // nothing in progress: returns
   CHECK(b[0] == world_size());
 }
+
+TEST_CASE("checks: a plan too large to prove at setup is refused on every rank, naming it", "[.checks_limit]") {
+  // 6 ranks in nodes of 3, an 8 MiB allreduce at the 4 MiB network chunk:
+  // its chunk and tail programs cut the buffers and the shm too finely to
+  // prove in element groups (verify.hpp, "Element groups"), and element by
+  // element the sequence needs an estimated 2.2 GiB, over verify's limit.
+  // Every rank gets the error (the plan settles it like any setup error);
+  // the message names the plan and the setting that makes it provable.
+  REQUIRE(world_size() == 6);
+  collc::plan_options o;
+  o.ranks_per_node = 3;
+  o.checks = true;
+  const std::size_t n = (std::size_t{8} << 20) / sizeof(double) + 13;
+  auto e = error_of([&] { collc::make_allreduce<double>(MPI_COMM_WORLD, n, o); });
+  REQUIRE(e);
+  CHECK(e->first == errc::invalid_argument);
+  INFO(e->second);
+  CHECK(contains(e->second, "COLLC_ENABLE_CHECKS: the programs of allreduce count=1048589"));
+  CHECK(contains(e->second, "cannot be proven at setup"));
+  CHECK(contains(e->second, "more than verify_options::memory_limit"));
+  CHECK(contains(e->second, "A smaller chunk (COLLC_CHUNK_BYTES / plan_options::chunk_bytes)"));
+  // With 64 KiB chunks the same plan is proven, and runs.
+  o.chunk_bytes = 65536;
+  auto p = collc::make_allreduce<double>(MPI_COMM_WORLD, n, o);
+  std::vector<double> x(n, 1.0), y(n);
+  p(x, y);
+  CHECK(y.front() == world_size());
+  CHECK(y.back() == world_size());
+}

@@ -283,9 +283,18 @@ COLLC_INLINE void engine::verify_runs() const {
   const std::vector<std::size_t> order = lay_.runs.sequence(w, static_cast<std::size_t>(w));
   for (bool in_place : {false, true}) {
     if (in_place && !lay_.runs.in_place) continue;
-    const ir::verify_result r =
-        ir::verify_sequence(lay_.runs.programs, order,
-                            {.commutative = commutative, .in_place = in_place, .shm_copies = lay_.runs.shm_copies});
+    ir::verify_result r;
+    try {
+      r = ir::verify_sequence(lay_.runs.programs, order,
+                              {.commutative = commutative, .in_place = in_place, .shm_copies = lay_.runs.shm_copies});
+    } catch (const error& e) {
+      // Too large to prove (verify refuses what would exhaust memory): say
+      // which plan, and what a user of a plan can change.
+      throw error(e.code(), "COLLC_ENABLE_CHECKS: the programs of " + signature_text() +
+                                (in_place ? " (in place)" : "") + " cannot be proven at setup: " + e.what() +
+                                ". A smaller chunk (COLLC_CHUNK_BYTES / plan_options::chunk_bytes) makes each "
+                                "program smaller; or create this plan with checks off (plan_options::checks)");
+    }
     if (!r)
       throw error(errc::verification_failed, "COLLC_ENABLE_CHECKS: the programs of " + signature_text() +
                                                  (in_place ? " (in place)" : "") + " fail " +
