@@ -16,7 +16,6 @@ using collc::collective;
 using collc::errc;
 using namespace collc_test;
 
-
 TEST_CASE("buffer sizes must match the plan", "[backend][mpi][errors]") {
   // An argument error abandons the call it would have made (its peers must
   // not wait for it), so the plan is unusable afterwards: each case gets a
