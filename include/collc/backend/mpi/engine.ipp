@@ -288,8 +288,9 @@ COLLC_INLINE void engine::verify_runs() const {
       r = ir::verify_sequence(lay_.runs.programs, order,
                               {.commutative = commutative, .in_place = in_place, .shm_copies = lay_.runs.shm_copies});
     } catch (const error& e) {
-      // Too large to prove (verify refuses what would exhaust memory): say
-      // which plan, and what a user of a plan can change.
+      // verify refused the sequence (above all: too large to prove, an
+      // estimate over its memory limit): say which plan, and what a user of
+      // a plan can change.
       throw error(e.code(), "COLLC_ENABLE_CHECKS: the programs of " + signature_text() +
                                 (in_place ? " (in place)" : "") + " cannot be proven at setup: " + e.what() +
                                 ". A smaller chunk (COLLC_CHUNK_BYTES / plan_options::chunk_bytes) makes each "

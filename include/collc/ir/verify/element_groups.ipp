@@ -273,9 +273,11 @@ COLLC_INLINE grouped_programs group_elements(const std::vector<const program*>& 
   // Positions summed over the spaces (the user's buffers, then P shm and P
   // scratch): renumbering pays when the cuts are at most a quarter of them.
   std::uint64_t user = 0, shm = 0, scratch = 0;
-  for (const program* p : current)
-    user = std::max<std::uint64_t>({user, p->send_count(), p->recv_count()}),
-    shm = std::max<std::uint64_t>(shm, p->shm_count), scratch = std::max<std::uint64_t>(scratch, p->scratch_count);
+  for (const program* p : current) {
+    user = std::max<std::uint64_t>({user, p->send_count(), p->recv_count()});
+    shm = std::max<std::uint64_t>(shm, p->shm_count);
+    scratch = std::max<std::uint64_t>(scratch, p->scratch_count);
+  }
   const auto P = static_cast<std::uint64_t>(std::max(current.front()->ranks, 1));
   const std::uint64_t positions = user + P * (shm + scratch);
   const element_cuts cuts = find_element_cuts(current, std::min<std::uint64_t>(positions / 4, 1 << 18));
