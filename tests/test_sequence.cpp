@@ -53,9 +53,15 @@ std::vector<std::vector<int>> node_layouts(int P, std::initializer_list<int> siz
   return layouts;
 }
 
-verify_result prove(const runs& r, bool commutative, bool in_place) {
+/// The executions a plan's proof covers, as the engine's verify_runs takes
+/// them: runs::window() calls of up to that many chunks each.
+std::vector<std::size_t> proof_order(const runs& r) {
   const int w = r.window();
-  return verify_sequence(r.programs, r.sequence(w, static_cast<std::size_t>(w)),
+  return r.sequence(w, static_cast<std::size_t>(w));
+}
+
+verify_result prove(const runs& r, bool commutative, bool in_place) {
+  return verify_sequence(r.programs, proof_order(r),
                          {.commutative = commutative, .in_place = in_place, .shm_copies = r.shm_copies});
 }
 
@@ -274,9 +280,7 @@ TEST_CASE("non-commutative operators: sequences keep rank order", "[ir][sequence
           } catch (const collc::error&) {
             continue;
           }
-          const int w = r.window();
-          const auto v =
-              verify_sequence(r.programs, r.sequence(w, static_cast<std::size_t>(w)), {.shm_copies = r.shm_copies});
+          const auto v = verify_sequence(r.programs, proof_order(r), {.shm_copies = r.shm_copies});
           INFO(s.to_string() << " P=" << P << " count=" << count << ": " << v.to_string());
           CHECK(v);
           ++proven;
@@ -306,9 +310,8 @@ TEST_CASE("rooted collectives rotate over a ring of shm copies, proven over more
           // reads. The proof must see it (an engine whose copy index and
           // waits disagree is wrong).
           if (r.shm_copies > 2 && P > 1) {
-            const int w = r.window();
-            const auto fewer = verify_sequence(r.programs, r.sequence(w, static_cast<std::size_t>(w)),
-                                               {.commutative = true, .shm_copies = r.shm_copies / 2});
+            const auto fewer =
+                verify_sequence(r.programs, proof_order(r), {.commutative = true, .shm_copies = r.shm_copies / 2});
             CHECK(fewer.failed == property::race);
           }
         }
@@ -588,8 +591,7 @@ TEST_CASE("element groups: proofs in groups agree with element-by-element proofs
             } catch (const collc::error&) {
               continue;
             }
-            const int w = r.window();
-            const auto order = r.sequence(w, static_cast<std::size_t>(w));
+            const auto order = proof_order(r);
             const std::size_t g = group_of(r.programs);
             const auto agree = [&](const std::vector<program>& programs, bool in_place, const char* what) {
               const verify_options grouped{.commutative = true, .in_place = in_place, .shm_copies = r.shm_copies};
@@ -644,18 +646,19 @@ TEST_CASE("element groups: the engine's chunked sequences are proven in groups",
         const algo::schedule s = algo::default_schedule(c, P, count * elem, true, node_of, 0);
         const bool rooted = c == collective::reduce || c == collective::bcast;
         const runs r = plan_runs(s, c, P, count, rooted ? P - 1 : 0, elem, chunk_bytes, node_of);
-        const int w = r.window();
-        const auto order = r.sequence(w, static_cast<std::size_t>(w));
+        const auto order = proof_order(r);
         const verify_options grouped{.commutative = true, .shm_copies = r.shm_copies};
         INFO(collc::to_string(c) << " P=" << P << " nodes=" << (node_of.empty() ? 1 : node_of.back() + 1) << " "
                                  << s.to_string() << " count " << count << ", " << r.programs.size() << " programs, "
                                  << order.size() << " executions");
         REQUIRE(order.size() > 2);  // chunked: the case this is about
         const bool in_groups = group_gain(r.programs, order, grouped) > 2;
-        if (c == collective::reduce_scatter || c == collective::allgather)
-          blocked_in_groups += in_groups, ++blocked;
-        else
+        if (c == collective::reduce_scatter || c == collective::allgather) {
+          blocked_in_groups += in_groups;
+          ++blocked;
+        } else {
           CHECK(in_groups);
+        }
         CHECK(verify_sequence(r.programs, order, grouped));
       }
     }
