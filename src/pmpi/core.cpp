@@ -164,6 +164,16 @@ settings_read read_settings() {
         at = end + 1;
       }
     }
+    // The plans' own variables (COLLC_ENABLE_CHECKS, COLLC_CHUNK_BYTES,
+    // COLLC_RANKS_PER_NODE, COLLC_PLACEMENT, COLLC_TIMEOUT, COLLC_ON_TIMEOUT,
+    // COLLC_MACHINE_MODEL): a value that does not parse would refuse every
+    // plan at setup, and every call would go to MPI without a word. Read them
+    // here, so that such a value stops the program at MPI_Init like the
+    // variables above. (COLLC_ALGO / COLLC_FACTORS name a schedule for one
+    // communicator size: a plan they do not fit is refused, and the
+    // statistics say why.)
+    (void)mpi::resolve(plan_options{});
+    (void)mpi::machine_model_from_env();
   } catch (const error& e) {
     r.refused = e.what();
   }
@@ -224,6 +234,25 @@ struct coll_stats {
   std::atomic<std::uint64_t> reasons[n_whys] = {};
 };
 coll_stats g_stats[n_colls];
+
+/// The first reason collc refused a plan at setup, per collective: the
+/// statistics' "plan refused by collc at setup" alone does not say which
+/// variable or limit to change.
+struct refusal_log {
+  std::mutex m;
+  std::string first[n_colls];
+  void note(coll c, std::string_view reason) {
+    const std::lock_guard<std::mutex> lock(m);
+    std::string& f = first[static_cast<int>(c)];
+    if (f.empty()) f = reason;
+  }
+  std::string of(int c) {
+    const std::lock_guard<std::mutex> lock(m);
+    return first[c];
+  }
+};
+refusal_log g_refusals;
+constexpr std::string_view no_plan_here = "this library builds no plan for this datatype and operator";
 
 std::uint64_t ns_between(double t0, double t1) { return static_cast<std::uint64_t>((t1 - t0) * 1e9); }
 
@@ -1043,10 +1072,12 @@ verdict run_on_collc(comm_state& st, const settings& s, const call& c, const sig
         // Disagreements and timeouts are real errors.
         if (e.code() == errc::mismatch || e.code() == errc::timeout || e.code() == errc::mpi_error) throw;
         st.refused.insert(sig);
+        g_refusals.note(c.c, e.what());
         return refuse(why::refused);
       }
       if (!p) {
         st.refused.insert(sig);
+        g_refusals.note(c.c, no_plan_here);
         return refuse(why::refused);
       }
       g_stats[static_cast<int>(c.c)].plans_built.fetch_add(1, std::memory_order_relaxed);
@@ -1164,9 +1195,13 @@ void print_stats() {
                   grouped(by_mpi).c_str(), st.mpi_ns.load() * 1e-9);
     out += line;
     for (int w = 0; w < n_whys; ++w)
-      if (const std::uint64_t k = st.reasons[w].load(); k > 0)
+      if (const std::uint64_t k = st.reasons[w].load(); k > 0) {
         out += "collc pmpi:   " + std::string(mpi_name(static_cast<coll>(i))) + ": " + grouped(k) +
-               " to MPI: " + describe(static_cast<why>(w)) + "\n";
+               " to MPI: " + describe(static_cast<why>(w));
+        if (static_cast<why>(w) == why::refused)
+          if (const std::string first = g_refusals.of(i); !first.empty()) out += " (the first: " + first + ")";
+        out += "\n";
+      }
   }
   std::fputs(out.c_str(), stderr);
   std::fflush(stderr);
@@ -1441,9 +1476,13 @@ std::unique_ptr<persistent_call> make_persistent(coll c, const void* send, void*
       report(comm, c, e.what());
       return nullptr;
     }
+    g_refusals.note(c, e.what());
     return nullptr;  // refused alike on every rank: MPI's own persistent request
   }
-  if (!plan) return nullptr;
+  if (!plan) {
+    g_refusals.note(c, no_plan_here);
+    return nullptr;
+  }
   g_stats[static_cast<int>(c)].plans_built.fetch_add(1, std::memory_order_relaxed);
   return std::make_unique<plan_call>(std::move(plan), p.c);
 }

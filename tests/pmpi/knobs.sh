@@ -6,6 +6,10 @@
 #    variable's name and value.
 # 2. Ranks with different values stop it with the variable's name and both values.
 # 3. COLLC_PMPI=0: the statistics show every call went to MPI, switched off.
+# 4. A plan variable that does not parse (COLLC_ENABLE_CHECKS=maybe) stops the
+#    program at MPI_Init too, instead of refusing every plan in silence.
+# 5. A schedule that does not fit (COLLC_FACTORS=-3,3 at 2 ranks): the
+#    statistics say why the plans went to MPI, naming the variable.
 set -uo pipefail
 mpiexec=$1 lib=$2 prog=$3
 flags=(--oversubscribe --allow-run-as-root --bind-to none)
@@ -30,3 +34,17 @@ rc=$?
 echo "$out" | grep -q "MPI_Allreduce: 0 calls by collc" || fail "COLLC_PMPI=0 but collc took calls: $out"
 echo "$out" | grep -q "MPI_Allreduce: [0-9,]* to MPI: switched off" || fail "no 'switched off' reason: $out"
 echo "3. off: $(echo "$out" | grep -m1 'switched off')"
+
+out=$(timeout 60 "$mpiexec" -n 2 "${flags[@]}" -x "LD_PRELOAD=$lib" -x COLLC_ENABLE_CHECKS=maybe "$prog" 1 2>&1)
+rc=$?
+[[ $rc -ne 0 && $rc -ne 124 ]] || fail "a bad COLLC_ENABLE_CHECKS did not stop the program (rc $rc)"
+echo "$out" | grep -q "COLLC_ENABLE_CHECKS='maybe' is not a boolean" || fail "no message naming COLLC_ENABLE_CHECKS='maybe': $out"
+echo "4. refused: $(echo "$out" | grep -m1 COLLC_ENABLE_CHECKS)"
+
+out=$(timeout 120 "$mpiexec" -n 2 "${flags[@]}" -x "LD_PRELOAD=$lib" -x COLLC_FACTORS=-3,3 -x COLLC_PMPI_STATS=1 \
+      -x COLLC_PMPI_FROM_CALL=1 "$prog" 1 2>&1 >/dev/null)
+rc=$?
+[[ $rc -eq 0 ]] || fail "COLLC_FACTORS=-3,3 run failed (rc $rc): $out"
+echo "$out" | grep -q "MPI_Allreduce: [0-9,]* to MPI: plan refused by collc at setup (the first: COLLC_FACTORS='-3,3': " ||
+  fail "no reason naming COLLC_FACTORS for the refused plans: $out"
+echo "5. reason: $(echo "$out" | grep -m1 'MPI_Allreduce: [0-9,]* to MPI: plan refused' | cut -c1-160)..."

@@ -1,0 +1,420 @@
+/* Random collectives, each checked against the MPI library in the same run:
+ * every call is made twice on the same inputs, once through its MPI_* name
+ * (collc's, when libcollc_mpi is preloaded) and once through its PMPI_* name
+ * (the MPI library's, which the MPI profiling interface guarantees is never
+ * intercepted), and the two results must be the same bits, element for
+ * element, with nothing written before or after them.
+ *
+ * The fixed lists of c_collectives.c check every type and operator once; this
+ * program draws the combinations nobody lists: collective x type x operator x
+ * count (1 to `max_count`, with weight on small ones) x root x MPI_IN_PLACE x
+ * buffer offset x communicator (the world, halves by parity, the world
+ * reversed, a duplicate, an uneven split), persistent or blocking, each call
+ * repeated 1-3 times with fresh data. Half the iterations replay one of 8
+ * signatures with new buffers, interleaved with other signatures, so cached
+ * plans run again after others ran on the same communicator.
+ *
+ * The data make every reduction exact in any order (small integers, powers of
+ * two, no overflow: Open MPI's AVX operators saturate an overflowing integer
+ * sum, its issue 8045, where C and collc wrap). Every rank draws the same
+ * parameters from a generator seeded by `seed`, and its own data from one
+ * seeded by the seed and its rank. On a mismatch each rank says which call,
+ * which element and both values; rank 0 prints "ok after seed S: N calls" or
+ * "FAILED ...", and the exit status is 1 on failure.
+ *   c_random [seed] [iterations] [max_count]   (defaults 1 300 100000) */
+#include <mpi.h>
+#if defined(OPEN_MPI)
+#include <mpi-ext.h>
+#endif
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(OPEN_MPI) && MPI_VERSION < 4
+#define Allreduce_init MPIX_Allreduce_init
+#define Bcast_init MPIX_Bcast_init
+#else
+#define Allreduce_init MPI_Allreduce_init
+#define Bcast_init MPI_Bcast_init
+#endif
+
+/* splitmix64: the same stream on every rank for the parameters, one per rank for the data. */
+static uint64_t params_state, data_state;
+static uint64_t next(uint64_t* s) {
+  *s += 0x9e3779b97f4a7c15ull;
+  uint64_t z = *s;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+static int pick(int n) { return (int)(next(&params_state) % (uint64_t)n); }
+static int draw(int n) { return (int)(next(&data_state) % (uint64_t)n); }
+
+typedef struct {
+  int m, c;
+} affine; /* x -> m x + c (mod MOD): composition is not commutative */
+enum { MOD = 1000003 };
+
+/* invec op inoutvec: apply invec's map (the lower rank) first. */
+static void compose(void* in, void* inout, int* len, MPI_Datatype* type) {
+  (void)type;
+  const affine* a = (const affine*)in;
+  affine* b = (affine*)inout;
+  for (int k = 0; k < *len; ++k) {
+    const long long m = (long long)a[k].m * b[k].m % MOD;
+    const long long c = ((long long)b[k].m * a[k].c + b[k].c) % MOD;
+    b[k].m = (int)m;
+    b[k].c = (int)c;
+  }
+}
+
+static void add_doubles(void* in, void* inout, int* len, MPI_Datatype* type) {
+  (void)type;
+  for (int k = 0; k < *len; ++k) ((double*)inout)[k] += ((const double*)in)[k];
+}
+
+typedef struct {
+  double v;
+  int i;
+} double_int;
+typedef struct {
+  short v;
+  int i;
+} short_int;
+
+enum kind {
+  K_INT,
+  K_DOUBLE,
+  K_FLOAT,
+  K_INT64,
+  K_UCHAR,
+  K_SHORT,
+  K_2INT,
+  K_DOUBLE_INT,
+  K_SHORT_INT,
+  K_AFFINE,
+  K_USER_SUM,
+  KINDS
+};
+static const char* kind_names[] = {"int",
+                                   "double",
+                                   "float",
+                                   "int64",
+                                   "uchar",
+                                   "short",
+                                   "2int",
+                                   "double_int",
+                                   "short_int",
+                                   "affine (user, not commutative)",
+                                   "double (user sum)"};
+
+static MPI_Op op_compose, op_add;
+
+typedef struct {
+  MPI_Datatype type;
+  MPI_Op op;
+  const char* op_name;
+  size_t size; /* bytes per element */
+  /* The bytes of an element MPI defines (pair types have padding MPI need not write). */
+  size_t field_at[2], field_len[2];
+} element;
+
+static element choose(enum kind k) {
+  static const MPI_Op int_ops[] = {MPI_SUM,  MPI_MAX,  MPI_MIN,  MPI_BAND, MPI_BOR,
+                                   MPI_BXOR, MPI_PROD, MPI_LAND, MPI_LOR,  MPI_LXOR};
+  static const char* int_names[] = {"sum", "max", "min", "band", "bor", "bxor", "prod", "land", "lor", "lxor"};
+  static const MPI_Op loc_ops[] = {MPI_MINLOC, MPI_MAXLOC};
+  static const char* loc_names[] = {"minloc", "maxloc"};
+  element e = {MPI_DATATYPE_NULL, MPI_OP_NULL, "", 0, {0, 0}, {0, 0}};
+  int o;
+  switch (k) {
+    case K_INT:
+      o = pick(10);
+      e = (element){MPI_INT, int_ops[o], int_names[o], 4, {0, 0}, {4, 0}};
+      break;
+    case K_DOUBLE:
+      o = pick(4);
+      e = (element){MPI_DOUBLE, int_ops[o == 3 ? 6 : o], int_names[o == 3 ? 6 : o], 8, {0, 0}, {8, 0}};
+      break;
+    case K_FLOAT:
+      o = pick(3);
+      e = (element){MPI_FLOAT, int_ops[o], int_names[o], 4, {0, 0}, {4, 0}};
+      break;
+    case K_INT64:
+      o = pick(6);
+      e = (element){MPI_INT64_T, int_ops[o], int_names[o], 8, {0, 0}, {8, 0}};
+      break;
+    case K_UCHAR:
+      o = 3 + pick(3);
+      if (pick(2)) o = 0;
+      e = (element){MPI_UNSIGNED_CHAR, int_ops[o], int_names[o], 1, {0, 0}, {1, 0}};
+      break;
+    case K_SHORT:
+      o = pick(6);
+      e = (element){MPI_SHORT, int_ops[o], int_names[o], 2, {0, 0}, {2, 0}};
+      break;
+    case K_2INT:
+      o = pick(2);
+      e = (element){MPI_2INT, loc_ops[o], loc_names[o], 8, {0, 0}, {8, 0}};
+      break;
+    case K_DOUBLE_INT:
+      o = pick(2);
+      e = (element){MPI_DOUBLE_INT, loc_ops[o], loc_names[o], sizeof(double_int), {0, offsetof(double_int, i)}, {8, 4}};
+      break;
+    case K_SHORT_INT:
+      o = pick(2);
+      e = (element){MPI_SHORT_INT, loc_ops[o], loc_names[o], sizeof(short_int), {0, offsetof(short_int, i)}, {2, 4}};
+      break;
+    case K_AFFINE: e = (element){MPI_2INT, op_compose, "compose", 8, {0, 0}, {8, 0}}; break;
+    default: e = (element){MPI_DOUBLE, op_add, "user sum", 8, {0, 0}, {8, 0}}; break;
+  }
+  return e;
+}
+
+/* Rank data that every operator reduces exactly on up to `ranks` ranks. */
+static void fill(enum kind k, const element* e, void* p, size_t n, int rank, int ranks) {
+  const int sum = strcmp(e->op_name, "sum") == 0, prod = strcmp(e->op_name, "prod") == 0;
+  for (size_t j = 0; j < n; ++j) {
+    const int small = draw(7) - 3;
+    switch (k) {
+      case K_INT: ((int*)p)[j] = prod ? (draw(2) ? 1 : -1) : sum ? small : draw(1 << 20) - (1 << 19); break;
+      case K_DOUBLE: ((double*)p)[j] = prod ? (draw(2) ? 2.0 : -0.5) : small * 0.25; break;
+      case K_FLOAT: ((float*)p)[j] = (float)small; break;
+      case K_INT64:
+        ((int64_t*)p)[j] = prod ? (draw(2) ? 1 : -1) : (int64_t)(next(&data_state) >> 8) - ((int64_t)1 << 55);
+        break;
+      case K_UCHAR: ((unsigned char*)p)[j] = (unsigned char)draw(sum ? 256 / ranks : 256); break;
+      case K_SHORT: ((short*)p)[j] = (short)(prod ? (draw(2) ? 1 : -1) : sum ? small : draw(60000) - 30000); break;
+      case K_2INT: ((int*)p)[2 * j] = draw(3), ((int*)p)[2 * j + 1] = rank * 3 + draw(3); break;
+      case K_DOUBLE_INT: {
+        double_int d;
+        memset(&d, 0, sizeof d);
+        d.v = draw(3), d.i = draw(5);
+        memcpy((char*)p + j * sizeof d, &d, sizeof d);
+        break;
+      }
+      case K_SHORT_INT: {
+        short_int s;
+        memset(&s, 0, sizeof s);
+        s.v = (short)draw(3), s.i = rank + draw(2);
+        memcpy((char*)p + j * sizeof s, &s, sizeof s);
+        break;
+      }
+      case K_AFFINE: ((int*)p)[2 * j] = 1 + draw(MOD - 1), ((int*)p)[2 * j + 1] = draw(MOD); break;
+      default: ((double*)p)[j] = small; break;
+    }
+  }
+}
+
+/* First differing element of `n` at a and b (defined bytes only), or -1. */
+static long differs(const char* a, const char* b, size_t n, const element* e, int whole) {
+  for (size_t j = 0; j < n; ++j)
+    for (int f = 0; f < 2; ++f) {
+      const size_t at = whole ? 0 : e->field_at[f], len = whole ? (f == 0 ? e->size : 0) : e->field_len[f];
+      if (len && memcmp(a + j * e->size + at, b + j * e->size + at, len) != 0) return (long)j;
+    }
+  return -1;
+}
+
+static int failures = 0, calls = 0;
+static void expect_same(const char* call, const char* part, const char* a, const char* b, size_t n, const element* e,
+                        int whole, int rank) {
+  const long j = differs(a, b, n, e, whole);
+  if (j < 0) return;
+  char x[2 * 32 + 1], y[2 * 32 + 1]; /* the element's bytes in hex, as laid out in memory */
+  for (size_t i = 0; i < e->size && i < 32; ++i) {
+    snprintf(x + 2 * i, 3, "%02x", (unsigned char)a[(size_t)j * e->size + i]);
+    snprintf(y + 2 * i, 3, "%02x", (unsigned char)b[(size_t)j * e->size + i]);
+  }
+  fprintf(stderr, "c_random: rank %d: %s: %s element %ld of %zu differs: MPI_* gave bytes %s, PMPI_* %s\n", rank, call,
+          part, j, n, x, y);
+  ++failures;
+}
+
+static void check(int err, const char* what, const char* call) {
+  if (err != MPI_SUCCESS) {
+    fprintf(stderr, "c_random: %s returned %d in %s\n", what, err, call);
+    MPI_Abort(MPI_COMM_WORLD, 3);
+  }
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  alarm(240); /* a hang ends the test instead of the ctest timeout */
+  int world_rank, world_size;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  const uint64_t seed = argc > 1 ? strtoull(argv[1], NULL, 10) : 1;
+  const int iterations = argc > 2 ? atoi(argv[2]) : 300;
+  const int max_count = argc > 3 ? atoi(argv[3]) : 100000;
+  if (iterations < 1 || max_count < 8) {
+    if (world_rank == 0)
+      fprintf(stderr, "c_random: iterations (%d) must be >= 1 and max_count (%d) >= 8\n", iterations, max_count);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  params_state = seed;
+  data_state = seed * 1000 + (uint64_t)world_rank + 17;
+  check(MPI_Op_create(compose, 0, &op_compose), "MPI_Op_create", "setup");
+  check(MPI_Op_create(add_doubles, 1, &op_add), "MPI_Op_create", "setup");
+  enum { COMMS = 5 };
+  MPI_Comm comms[COMMS];
+  static const char* comm_names[COMMS] = {"world", "parity halves", "world reversed", "world dup", "first 3 / rest"};
+  comms[0] = MPI_COMM_WORLD;
+  MPI_Comm_split(MPI_COMM_WORLD, world_rank % 2, world_rank, &comms[1]);
+  MPI_Comm_split(MPI_COMM_WORLD, 0, world_size - world_rank, &comms[2]);
+  MPI_Comm_dup(MPI_COMM_WORLD, &comms[3]);
+  MPI_Comm_split(MPI_COMM_WORLD, world_rank < 3 ? 0 : 1, world_rank, &comms[4]);
+  static const char* coll_names[] = {
+      "MPI_Allreduce", "MPI_Reduce", "MPI_Bcast", "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Reduce_scatter"};
+  for (int it = 0; it < iterations; ++it) {
+    /* Every draw below is made on every rank, whatever its communicator's
+     * size, so that the ranks' streams stay equal. */
+    uint64_t resume = 0;
+    const int replay = pick(2);
+    if (replay) {
+      const int which = pick(8);
+      resume = params_state;
+      params_state = seed * 7919 + (uint64_t)which;
+    }
+    const int ci = pick(COMMS);
+    MPI_Comm comm = comms[ci];
+    int rank, P;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &P);
+    const int coll = pick(6);
+    const enum kind k = (enum kind)pick(KINDS);
+    const element e = choose(k);
+    const int band = pick(10);
+    int n = band < 2 ? 1 + pick(3) : band < 6 ? 1 + pick(200) : band < 9 ? 1 + pick(6000) : 1 + pick(max_count);
+    if (coll >= 3 && n > max_count / 4) n = max_count / 4; /* P blocks of n */
+    const int root = pick(64) % P;
+    int in_place = pick(3) == 0;
+    const int persistent = pick(4) == 0 && (coll == 0 || coll == 2);
+    const int reps = 1 + pick(3);
+    int counts[64];
+    const int unequal = pick(2);
+    for (int r = 0; r < 64; ++r) {
+      const int half = pick(2);
+      counts[r] = coll == 5 && unequal && half ? n / 2 + 1 : n;
+    }
+#if defined(MPICH_VERSION)
+    /* MPICH 4.0.2's own MPI_Reduce crashes (SIGSEGV) with MPI_IN_PLACE at a
+     * root other than 0 from about 1000 floats on 2 ranks (measured here:
+     * 100 works, 1000-5000 crash; root 0 and not in place work), so the
+     * reference run cannot make that call. */
+    if (coll == 1 && root != 0) in_place = 0;
+#endif
+    if (replay) params_state = resume;
+    const int offset = pick(3); /* elements between the allocation and the buffer */
+    if (P > 64) {
+      if (world_rank == 0) fprintf(stderr, "c_random: at most 64 ranks\n");
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    const size_t total = (size_t)n * (coll >= 3 ? (size_t)P : 1), bytes = (total + 8) * e.size;
+    char* in = malloc(bytes);
+    char* mine = malloc(bytes);
+    char* theirs = malloc(bytes);
+    char call[320];
+    snprintf(call, sizeof call, "iteration %d: %s%s of %d %s, op %s, root %d%s, offset %d, on %s (%d ranks)", it,
+             coll_names[coll], persistent ? " (persistent)" : "", n, kind_names[k], e.op_name, root,
+             in_place ? ", MPI_IN_PLACE" : "", offset, comm_names[ci], P);
+    MPI_Request req = MPI_REQUEST_NULL;
+    for (int rep = 0; rep < reps; ++rep) {
+      char* x = in + offset * e.size;
+      char* y1 = mine + offset * e.size;
+      char* y2 = theirs + offset * e.size;
+      fill(k, &e, x, total, rank, P);
+      memset(mine, 0x5a, bytes);
+      memset(theirs, 0x5a, bytes);
+      size_t result = n;   /* elements of the result on this rank */
+      int guard_after = 1; /* nothing past the result may change */
+      const void* send = x;
+      switch (coll) {
+        case 0:
+          if (in_place) memcpy(y1, x, n * e.size), memcpy(y2, x, n * e.size), send = MPI_IN_PLACE;
+          if (persistent) {
+            if (rep == 0)
+              check(Allreduce_init(send, y1, n, e.type, e.op, comm, MPI_INFO_NULL, &req), "Allreduce_init", call);
+            check(MPI_Start(&req), "MPI_Start", call);
+            check(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait", call);
+          } else {
+            check(MPI_Allreduce(send, y1, n, e.type, e.op, comm), "MPI_Allreduce", call);
+          }
+          check(PMPI_Allreduce(send, y2, n, e.type, e.op, comm), "PMPI_Allreduce", call);
+          break;
+        case 1:
+          if (in_place && rank == root) memcpy(y1, x, n * e.size), memcpy(y2, x, n * e.size), send = MPI_IN_PLACE;
+          check(MPI_Reduce(send, y1, n, e.type, e.op, root, comm), "MPI_Reduce", call);
+          check(PMPI_Reduce(send, y2, n, e.type, e.op, root, comm), "PMPI_Reduce", call);
+          if (rank != root) result = 0; /* and its receive buffer untouched */
+          break;
+        case 2:
+          memset(y1, 0x11, n * e.size), memset(y2, 0x11, n * e.size);
+          if (rank == root) memcpy(y1, x, n * e.size), memcpy(y2, x, n * e.size);
+          if (persistent) {
+            if (rep == 0) check(Bcast_init(y1, n, e.type, root, comm, MPI_INFO_NULL, &req), "Bcast_init", call);
+            check(MPI_Start(&req), "MPI_Start", call);
+            check(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait", call);
+          } else {
+            check(MPI_Bcast(y1, n, e.type, root, comm), "MPI_Bcast", call);
+          }
+          check(PMPI_Bcast(y2, n, e.type, root, comm), "PMPI_Bcast", call);
+          break;
+        case 3:
+          result = (size_t)n * P;
+          if (in_place) {
+            memcpy(y1 + (size_t)rank * n * e.size, x, n * e.size),
+                memcpy(y2 + (size_t)rank * n * e.size, x, n * e.size);
+            check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, y1, n, e.type, comm), "MPI_Allgather", call);
+            check(PMPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, y2, n, e.type, comm), "PMPI_Allgather", call);
+          } else {
+            check(MPI_Allgather(x, n, e.type, y1, n, e.type, comm), "MPI_Allgather", call);
+            check(PMPI_Allgather(x, n, e.type, y2, n, e.type, comm), "PMPI_Allgather", call);
+          }
+          break;
+        case 4:
+          /* In place, MPI leaves the rest of the P-block buffer undefined. */
+          if (in_place)
+            memcpy(y1, x, total * e.size), memcpy(y2, x, total * e.size), send = MPI_IN_PLACE, guard_after = 0;
+          check(MPI_Reduce_scatter_block(send, y1, n, e.type, e.op, comm), "MPI_Reduce_scatter_block", call);
+          check(PMPI_Reduce_scatter_block(send, y2, n, e.type, e.op, comm), "PMPI_Reduce_scatter_block", call);
+          break;
+        default:
+          result = counts[rank];
+          if (in_place)
+            memcpy(y1, x, total * e.size), memcpy(y2, x, total * e.size), send = MPI_IN_PLACE, guard_after = 0;
+          check(MPI_Reduce_scatter(send, y1, counts, e.type, e.op, comm), "MPI_Reduce_scatter", call);
+          check(PMPI_Reduce_scatter(send, y2, counts, e.type, e.op, comm), "PMPI_Reduce_scatter", call);
+      }
+      ++calls;
+      expect_same(call, "result", y1, y2, result, &e, 0, rank);
+      if (offset) expect_same(call, "guard before the buffer", mine, theirs, (size_t)offset, &e, 1, rank);
+      if (guard_after)
+        expect_same(call, "guard after the result", y1 + result * e.size, y2 + result * e.size, 4, &e, 1, rank);
+    }
+    if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);
+    free(in), free(mine), free(theirs);
+    /* Stop at the first failing iteration, every rank together. */
+    int any = 0;
+    PMPI_Allreduce(&failures, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any) break;
+  }
+  int total_calls = 0, any = 0;
+  PMPI_Reduce(&calls, &total_calls, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+  PMPI_Allreduce(&failures, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (world_rank == 0) {
+    if (any)
+      printf("FAILED after seed %llu (see the ranks' messages)\n", (unsigned long long)seed);
+    else
+      printf("ok after seed %llu: %d iterations\n", (unsigned long long)seed, iterations);
+  }
+  for (int c = 1; c < COMMS; ++c) MPI_Comm_free(&comms[c]);
+  MPI_Op_free(&op_compose);
+  MPI_Op_free(&op_add);
+  MPI_Finalize();
+  return any ? 1 : 0;
+}
