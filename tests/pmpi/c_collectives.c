@@ -9,6 +9,8 @@
  *                           cached plans run again) */
 #include <mpi.h>
 
+#include "c_shared.h"
+
 #include <complex.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -42,40 +44,9 @@ static void record(const char* name, const void* p, size_t n, size_t stride, siz
 }
 
 typedef struct {
-  double v;
-  int i;
-} double_int;
-typedef struct {
   int v;
   int i;
 } int_int;
-typedef struct {
-  short v;
-  int i;
-} short_int;
-typedef struct {
-  int m, c;
-} affine; /* x -> m x + c (mod 1000003): composition is not commutative */
-
-enum { MOD = 1000003 };
-
-/* invec op inoutvec: apply invec's map (the lower rank) first, then inoutvec's. */
-static void compose(void* in, void* inout, int* len, MPI_Datatype* type) {
-  (void)type;
-  const affine* a = (const affine*)in;
-  affine* b = (affine*)inout;
-  for (int k = 0; k < *len; ++k) {
-    const long long m = (long long)a[k].m * b[k].m % MOD;
-    const long long c = ((long long)b[k].m * a[k].c + b[k].c) % MOD;
-    b[k].m = (int)m;
-    b[k].c = (int)c;
-  }
-}
-
-static void add_doubles(void* in, void* inout, int* len, MPI_Datatype* type) {
-  (void)type;
-  for (int k = 0; k < *len; ++k) ((double*)inout)[k] += ((const double*)in)[k];
-}
 
 /* Adds ints or floats, as its datatype argument says: one operator, two
  * types of one size (a plan built for one must not hand it the other). */

@@ -23,6 +23,8 @@
  * "FAILED ...", and the exit status is 1 on failure.
  *   c_random [seed] [iterations] [max_count]   (defaults 1 300 100000) */
 #include <mpi.h>
+
+#include "c_shared.h"
 #if defined(OPEN_MPI)
 #include <mpi-ext.h>
 #endif
@@ -53,38 +55,6 @@ static uint64_t next(uint64_t* s) {
 }
 static int pick(int n) { return (int)(next(&params_state) % (uint64_t)n); }
 static int draw(int n) { return (int)(next(&data_state) % (uint64_t)n); }
-
-typedef struct {
-  int m, c;
-} affine; /* x -> m x + c (mod MOD): composition is not commutative */
-enum { MOD = 1000003 };
-
-/* invec op inoutvec: apply invec's map (the lower rank) first. */
-static void compose(void* in, void* inout, int* len, MPI_Datatype* type) {
-  (void)type;
-  const affine* a = (const affine*)in;
-  affine* b = (affine*)inout;
-  for (int k = 0; k < *len; ++k) {
-    const long long m = (long long)a[k].m * b[k].m % MOD;
-    const long long c = ((long long)b[k].m * a[k].c + b[k].c) % MOD;
-    b[k].m = (int)m;
-    b[k].c = (int)c;
-  }
-}
-
-static void add_doubles(void* in, void* inout, int* len, MPI_Datatype* type) {
-  (void)type;
-  for (int k = 0; k < *len; ++k) ((double*)inout)[k] += ((const double*)in)[k];
-}
-
-typedef struct {
-  double v;
-  int i;
-} double_int;
-typedef struct {
-  short v;
-  int i;
-} short_int;
 
 enum kind {
   K_INT,
