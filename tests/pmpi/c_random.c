@@ -12,14 +12,17 @@
  * reversed, a duplicate, an uneven split), persistent or blocking, each call
  * repeated 1-3 times with fresh data. Half the iterations replay one of 8
  * signatures with new buffers, interleaved with other signatures, so cached
- * plans run again after others ran on the same communicator.
+ * plans run again after others ran on the same communicator. A third of the
+ * bcasts and allgathers move ints that each rank describes with a datatype
+ * of its own (plain, contiguous blocks, a strided vector with gaps), as MPI
+ * allows: every byte of the receive buffers, gaps included, must agree.
  *
  * The data make every reduction exact in any order (small integers, powers of
  * two, no overflow: Open MPI's AVX operators saturate an overflowing integer
  * sum, its issue 8045, where C and collc wrap). Every rank draws the same
  * parameters from a generator seeded by `seed`, and its own data from one
  * seeded by the seed and its rank. On a mismatch each rank says which call,
- * which element and both values; rank 0 prints "ok after seed S: N calls" or
+ * which element and both values; rank 0 prints "ok after seed S: ..." or
  * "FAILED ...", and the exit status is 1 on failure.
  *   c_random [seed] [iterations] [max_count]   (defaults 1 300 100000) */
 #include <mpi.h>
@@ -212,6 +215,190 @@ static void check(int err, const char* what, const char* call) {
   }
 }
 
+static const char* coll_names[] = {
+    "MPI_Allreduce", "MPI_Reduce", "MPI_Bcast", "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Reduce_scatter"};
+
+/* One iteration's draws. */
+typedef struct {
+  int iteration;
+  MPI_Comm comm;
+  const char* comm_name;
+  int rank, P;
+  int coll; /* index into coll_names */
+  enum kind k;
+  element e;
+  int n, root, in_place, persistent, reps, offset;
+  int counts[64]; /* MPI_Reduce_scatter's */
+} call_params;
+
+/* The call on elements of c->e, made through MPI_* and PMPI_* c->reps times. */
+static void run_typed(const call_params* c) {
+  const size_t total = (size_t)c->n * (c->coll >= 3 ? (size_t)c->P : 1), bytes = (total + 8) * c->e.size;
+  char* in = malloc(bytes);
+  char* mine = malloc(bytes);
+  char* theirs = malloc(bytes);
+  char call[320];
+  snprintf(call, sizeof call, "iteration %d: %s%s of %d %s, op %s, root %d%s, offset %d, on %s (%d ranks)",
+           c->iteration, coll_names[c->coll], c->persistent ? " (persistent)" : "", c->n, kind_names[c->k],
+           c->e.op_name, c->root, c->in_place ? ", MPI_IN_PLACE" : "", c->offset, c->comm_name, c->P);
+  MPI_Request req = MPI_REQUEST_NULL;
+  for (int rep = 0; rep < c->reps; ++rep) {
+    char* x = in + c->offset * c->e.size;
+    char* y1 = mine + c->offset * c->e.size;
+    char* y2 = theirs + c->offset * c->e.size;
+    fill(c->k, &c->e, x, total, c->rank, c->P);
+    memset(mine, 0x5a, bytes);
+    memset(theirs, 0x5a, bytes);
+    size_t result = c->n; /* elements of the result on this rank */
+    int guard_after = 1;  /* nothing past the result may change */
+    const void* send = x;
+    switch (c->coll) {
+      case 0:
+        if (c->in_place) memcpy(y1, x, c->n * c->e.size), memcpy(y2, x, c->n * c->e.size), send = MPI_IN_PLACE;
+        if (c->persistent) {
+          if (rep == 0)
+            check(Allreduce_init(send, y1, c->n, c->e.type, c->e.op, c->comm, MPI_INFO_NULL, &req), "Allreduce_init",
+                  call);
+          check(MPI_Start(&req), "MPI_Start", call);
+          check(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait", call);
+        } else {
+          check(MPI_Allreduce(send, y1, c->n, c->e.type, c->e.op, c->comm), "MPI_Allreduce", call);
+        }
+        check(PMPI_Allreduce(send, y2, c->n, c->e.type, c->e.op, c->comm), "PMPI_Allreduce", call);
+        break;
+      case 1:
+        if (c->in_place && c->rank == c->root)
+          memcpy(y1, x, c->n * c->e.size), memcpy(y2, x, c->n * c->e.size), send = MPI_IN_PLACE;
+        check(MPI_Reduce(send, y1, c->n, c->e.type, c->e.op, c->root, c->comm), "MPI_Reduce", call);
+        check(PMPI_Reduce(send, y2, c->n, c->e.type, c->e.op, c->root, c->comm), "PMPI_Reduce", call);
+        if (c->rank != c->root) result = 0; /* and its receive buffer untouched */
+        break;
+      case 2:
+        memset(y1, 0x11, c->n * c->e.size), memset(y2, 0x11, c->n * c->e.size);
+        if (c->rank == c->root) memcpy(y1, x, c->n * c->e.size), memcpy(y2, x, c->n * c->e.size);
+        if (c->persistent) {
+          if (rep == 0)
+            check(Bcast_init(y1, c->n, c->e.type, c->root, c->comm, MPI_INFO_NULL, &req), "Bcast_init", call);
+          check(MPI_Start(&req), "MPI_Start", call);
+          check(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait", call);
+        } else {
+          check(MPI_Bcast(y1, c->n, c->e.type, c->root, c->comm), "MPI_Bcast", call);
+        }
+        check(PMPI_Bcast(y2, c->n, c->e.type, c->root, c->comm), "PMPI_Bcast", call);
+        break;
+      case 3:
+        result = (size_t)c->n * c->P;
+        if (c->in_place) {
+          memcpy(y1 + (size_t)c->rank * c->n * c->e.size, x, c->n * c->e.size),
+              memcpy(y2 + (size_t)c->rank * c->n * c->e.size, x, c->n * c->e.size);
+          check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, y1, c->n, c->e.type, c->comm), "MPI_Allgather", call);
+          check(PMPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, y2, c->n, c->e.type, c->comm), "PMPI_Allgather",
+                call);
+        } else {
+          check(MPI_Allgather(x, c->n, c->e.type, y1, c->n, c->e.type, c->comm), "MPI_Allgather", call);
+          check(PMPI_Allgather(x, c->n, c->e.type, y2, c->n, c->e.type, c->comm), "PMPI_Allgather", call);
+        }
+        break;
+      case 4:
+        /* In place, MPI leaves the rest of the c->P-block buffer undefined. */
+        if (c->in_place)
+          memcpy(y1, x, total * c->e.size), memcpy(y2, x, total * c->e.size), send = MPI_IN_PLACE, guard_after = 0;
+        check(MPI_Reduce_scatter_block(send, y1, c->n, c->e.type, c->e.op, c->comm), "MPI_Reduce_scatter_block", call);
+        check(PMPI_Reduce_scatter_block(send, y2, c->n, c->e.type, c->e.op, c->comm), "PMPI_Reduce_scatter_block",
+              call);
+        break;
+      default:
+        result = c->counts[c->rank];
+        if (c->in_place)
+          memcpy(y1, x, total * c->e.size), memcpy(y2, x, total * c->e.size), send = MPI_IN_PLACE, guard_after = 0;
+        check(MPI_Reduce_scatter(send, y1, c->counts, c->e.type, c->e.op, c->comm), "MPI_Reduce_scatter", call);
+        check(PMPI_Reduce_scatter(send, y2, c->counts, c->e.type, c->e.op, c->comm), "PMPI_Reduce_scatter", call);
+    }
+    ++calls;
+    expect_same(call, "result", y1, y2, result, &c->e, 0, c->rank);
+    if (c->offset) expect_same(call, "guard before the buffer", mine, theirs, (size_t)c->offset, &c->e, 1, c->rank);
+    if (guard_after)
+      expect_same(call, "guard after the result", y1 + result * c->e.size, y2 + result * c->e.size, 4, &c->e, 1,
+                  c->rank);
+  }
+  if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);
+  free(in), free(mine), free(theirs);
+}
+
+/* `ints` MPI_INTs as one rank describes them: plain (MPI_INT x ints),
+ * blocks (MPI_Type_contiguous(k) x ints/k) or a strided vector with a gap of
+ * `gap` ints after every block of k (1 x MPI_Type_vector). MPI requires only
+ * that the ranks' type signatures match, so each rank draws its own. */
+typedef struct {
+  MPI_Datatype type;
+  int count;
+  size_t span; /* bytes from the buffer's start to its last element's end */
+  const char* name;
+} layout;
+
+static layout make_layout(int ints, int shape, int k, int gap) {
+  layout l = {MPI_INT, ints, (size_t)ints * sizeof(int), "int"};
+  if (shape == 1) {
+    MPI_Type_contiguous(k, MPI_INT, &l.type);
+    l.count = ints / k;
+    l.name = "contiguous";
+  } else if (shape == 2) {
+    MPI_Type_vector(ints / k, k, k + gap, MPI_INT, &l.type);
+    l.count = 1;
+    l.span = ((size_t)(ints / k - 1) * (size_t)(k + gap) + (size_t)k) * sizeof(int);
+    l.name = "strided vector";
+  }
+  if (l.type != MPI_INT) MPI_Type_commit(&l.type);
+  return l;
+}
+
+static layout draw_layout(int ints) {
+  static const int blocks[] = {1, 2, 3, 4, 6, 12}; /* ints is a multiple of 12 */
+  const int shape = draw(3), k = blocks[draw(6)], gap = 1 + draw(3);
+  return make_layout(ints, shape, k, gap);
+}
+
+static void free_layout(layout* l) {
+  if (l->type != MPI_INT) MPI_Type_free(&l->type);
+}
+
+/* Bcast (c->coll == 2) or allgather of 12 * ceil(n / 12) ints, each rank
+ * with its own layouts (libcollc_mpi packs a side that is not plain bytes):
+ * every byte of the receive buffers, gaps included, must come out the same
+ * from MPI_* and PMPI_*. */
+static void run_layouts(const call_params* c) {
+  const int ints = 12 * ((c->n + 11) / 12);
+  layout send = draw_layout(ints), recv = draw_layout(ints);
+  const int bcast = c->coll == 2;
+  const size_t blocks = bcast ? 1 : (size_t)c->P, bytes = blocks * recv.span + 64;
+  char call[320];
+  snprintf(call, sizeof call,
+           "iteration %d: %s of %d ints, root %d, this rank's layouts %s (send) and %s (receive), on %s (%d ranks)",
+           c->iteration, coll_names[c->coll], ints, c->root, send.name, recv.name, c->comm_name, c->P);
+  char* in = malloc(send.span);
+  char* mine = malloc(bytes);
+  char* theirs = malloc(bytes);
+  const element whole = {MPI_BYTE, MPI_OP_NULL, "", 1, {0, 0}, {1, 0}};
+  for (int rep = 0; rep < c->reps; ++rep) {
+    for (size_t b = 0; b < send.span; ++b) in[b] = (char)draw(256);
+    for (size_t b = 0; b < bytes; ++b) mine[b] = theirs[b] = (char)(0x40 + b % 7);
+    if (bcast) {
+      /* The root sends from its receive layout's buffer, as MPI_Bcast has one buffer. */
+      if (c->rank == c->root)
+        for (size_t b = 0; b < recv.span; ++b) mine[b] = theirs[b] = in[b % send.span];
+      check(MPI_Bcast(mine, recv.count, recv.type, c->root, c->comm), "MPI_Bcast", call);
+      check(PMPI_Bcast(theirs, recv.count, recv.type, c->root, c->comm), "PMPI_Bcast", call);
+    } else {
+      check(MPI_Allgather(in, send.count, send.type, mine, recv.count, recv.type, c->comm), "MPI_Allgather", call);
+      check(PMPI_Allgather(in, send.count, send.type, theirs, recv.count, recv.type, c->comm), "PMPI_Allgather", call);
+    }
+    ++calls;
+    expect_same(call, "receive buffer byte", mine, theirs, bytes, &whole, 1, c->rank);
+  }
+  free(in), free(mine), free(theirs);
+  free_layout(&send), free_layout(&recv);
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   alarm(240); /* a hang ends the test instead of the ctest timeout */
@@ -238,8 +425,6 @@ int main(int argc, char** argv) {
   MPI_Comm_split(MPI_COMM_WORLD, 0, world_size - world_rank, &comms[2]);
   MPI_Comm_dup(MPI_COMM_WORLD, &comms[3]);
   MPI_Comm_split(MPI_COMM_WORLD, world_rank < 3 ? 0 : 1, world_rank, &comms[4]);
-  static const char* coll_names[] = {
-      "MPI_Allreduce", "MPI_Reduce", "MPI_Bcast", "MPI_Allgather", "MPI_Reduce_scatter_block", "MPI_Reduce_scatter"};
   for (int it = 0; it < iterations; ++it) {
     /* Every draw below is made on every rank, whatever its communicator's
      * size, so that the ranks' streams stay equal. */
@@ -250,124 +435,47 @@ int main(int argc, char** argv) {
       resume = params_state;
       params_state = seed * 7919 + (uint64_t)which;
     }
+    call_params c;
+    c.iteration = it;
     const int ci = pick(COMMS);
-    MPI_Comm comm = comms[ci];
-    int rank, P;
-    MPI_Comm_rank(comm, &rank);
-    MPI_Comm_size(comm, &P);
-    const int coll = pick(6);
-    const enum kind k = (enum kind)pick(KINDS);
-    const element e = choose(k);
+    c.comm = comms[ci];
+    c.comm_name = comm_names[ci];
+    MPI_Comm_rank(c.comm, &c.rank);
+    MPI_Comm_size(c.comm, &c.P);
+    if (c.P > 64) {
+      if (world_rank == 0) fprintf(stderr, "c_random: at most 64 ranks\n");
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    c.coll = pick(6);
+    c.k = (enum kind)pick(KINDS);
+    c.e = choose(c.k);
     const int band = pick(10);
-    int n = band < 2 ? 1 + pick(3) : band < 6 ? 1 + pick(200) : band < 9 ? 1 + pick(6000) : 1 + pick(max_count);
-    if (coll >= 3 && n > max_count / 4) n = max_count / 4; /* P blocks of n */
-    const int root = pick(64) % P;
-    int in_place = pick(3) == 0;
-    const int persistent = pick(4) == 0 && (coll == 0 || coll == 2);
-    const int reps = 1 + pick(3);
-    int counts[64];
+    c.n = band < 2 ? 1 + pick(3) : band < 6 ? 1 + pick(200) : band < 9 ? 1 + pick(6000) : 1 + pick(max_count);
+    if (c.coll >= 3 && c.n > max_count / 4) c.n = max_count / 4; /* P blocks of n */
+    c.root = pick(64) % c.P;
+    c.in_place = pick(3) == 0;
+    c.persistent = pick(4) == 0 && (c.coll == 0 || c.coll == 2);
+    c.reps = 1 + pick(3);
     const int unequal = pick(2);
     for (int r = 0; r < 64; ++r) {
       const int half = pick(2);
-      counts[r] = coll == 5 && unequal && half ? n / 2 + 1 : n;
+      c.counts[r] = c.coll == 5 && unequal && half ? c.n / 2 + 1 : c.n;
     }
+    /* A bcast or allgather of ints whose ranks describe them with datatypes of their own. */
+    const int layouts = pick(3) == 0 && (c.coll == 2 || c.coll == 3);
 #if defined(MPICH_VERSION)
     /* MPICH 4.0.2's own MPI_Reduce crashes (SIGSEGV) with MPI_IN_PLACE at a
      * root other than 0 from about 1000 floats on 2 ranks (measured here:
      * 100 works, 1000-5000 crash; root 0 and not in place work), so the
      * reference run cannot make that call. */
-    if (coll == 1 && root != 0) in_place = 0;
+    if (c.coll == 1 && c.root != 0) c.in_place = 0;
 #endif
     if (replay) params_state = resume;
-    const int offset = pick(3); /* elements between the allocation and the buffer */
-    if (P > 64) {
-      if (world_rank == 0) fprintf(stderr, "c_random: at most 64 ranks\n");
-      MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    const size_t total = (size_t)n * (coll >= 3 ? (size_t)P : 1), bytes = (total + 8) * e.size;
-    char* in = malloc(bytes);
-    char* mine = malloc(bytes);
-    char* theirs = malloc(bytes);
-    char call[320];
-    snprintf(call, sizeof call, "iteration %d: %s%s of %d %s, op %s, root %d%s, offset %d, on %s (%d ranks)", it,
-             coll_names[coll], persistent ? " (persistent)" : "", n, kind_names[k], e.op_name, root,
-             in_place ? ", MPI_IN_PLACE" : "", offset, comm_names[ci], P);
-    MPI_Request req = MPI_REQUEST_NULL;
-    for (int rep = 0; rep < reps; ++rep) {
-      char* x = in + offset * e.size;
-      char* y1 = mine + offset * e.size;
-      char* y2 = theirs + offset * e.size;
-      fill(k, &e, x, total, rank, P);
-      memset(mine, 0x5a, bytes);
-      memset(theirs, 0x5a, bytes);
-      size_t result = n;   /* elements of the result on this rank */
-      int guard_after = 1; /* nothing past the result may change */
-      const void* send = x;
-      switch (coll) {
-        case 0:
-          if (in_place) memcpy(y1, x, n * e.size), memcpy(y2, x, n * e.size), send = MPI_IN_PLACE;
-          if (persistent) {
-            if (rep == 0)
-              check(Allreduce_init(send, y1, n, e.type, e.op, comm, MPI_INFO_NULL, &req), "Allreduce_init", call);
-            check(MPI_Start(&req), "MPI_Start", call);
-            check(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait", call);
-          } else {
-            check(MPI_Allreduce(send, y1, n, e.type, e.op, comm), "MPI_Allreduce", call);
-          }
-          check(PMPI_Allreduce(send, y2, n, e.type, e.op, comm), "PMPI_Allreduce", call);
-          break;
-        case 1:
-          if (in_place && rank == root) memcpy(y1, x, n * e.size), memcpy(y2, x, n * e.size), send = MPI_IN_PLACE;
-          check(MPI_Reduce(send, y1, n, e.type, e.op, root, comm), "MPI_Reduce", call);
-          check(PMPI_Reduce(send, y2, n, e.type, e.op, root, comm), "PMPI_Reduce", call);
-          if (rank != root) result = 0; /* and its receive buffer untouched */
-          break;
-        case 2:
-          memset(y1, 0x11, n * e.size), memset(y2, 0x11, n * e.size);
-          if (rank == root) memcpy(y1, x, n * e.size), memcpy(y2, x, n * e.size);
-          if (persistent) {
-            if (rep == 0) check(Bcast_init(y1, n, e.type, root, comm, MPI_INFO_NULL, &req), "Bcast_init", call);
-            check(MPI_Start(&req), "MPI_Start", call);
-            check(MPI_Wait(&req, MPI_STATUS_IGNORE), "MPI_Wait", call);
-          } else {
-            check(MPI_Bcast(y1, n, e.type, root, comm), "MPI_Bcast", call);
-          }
-          check(PMPI_Bcast(y2, n, e.type, root, comm), "PMPI_Bcast", call);
-          break;
-        case 3:
-          result = (size_t)n * P;
-          if (in_place) {
-            memcpy(y1 + (size_t)rank * n * e.size, x, n * e.size),
-                memcpy(y2 + (size_t)rank * n * e.size, x, n * e.size);
-            check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, y1, n, e.type, comm), "MPI_Allgather", call);
-            check(PMPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, y2, n, e.type, comm), "PMPI_Allgather", call);
-          } else {
-            check(MPI_Allgather(x, n, e.type, y1, n, e.type, comm), "MPI_Allgather", call);
-            check(PMPI_Allgather(x, n, e.type, y2, n, e.type, comm), "PMPI_Allgather", call);
-          }
-          break;
-        case 4:
-          /* In place, MPI leaves the rest of the P-block buffer undefined. */
-          if (in_place)
-            memcpy(y1, x, total * e.size), memcpy(y2, x, total * e.size), send = MPI_IN_PLACE, guard_after = 0;
-          check(MPI_Reduce_scatter_block(send, y1, n, e.type, e.op, comm), "MPI_Reduce_scatter_block", call);
-          check(PMPI_Reduce_scatter_block(send, y2, n, e.type, e.op, comm), "PMPI_Reduce_scatter_block", call);
-          break;
-        default:
-          result = counts[rank];
-          if (in_place)
-            memcpy(y1, x, total * e.size), memcpy(y2, x, total * e.size), send = MPI_IN_PLACE, guard_after = 0;
-          check(MPI_Reduce_scatter(send, y1, counts, e.type, e.op, comm), "MPI_Reduce_scatter", call);
-          check(PMPI_Reduce_scatter(send, y2, counts, e.type, e.op, comm), "PMPI_Reduce_scatter", call);
-      }
-      ++calls;
-      expect_same(call, "result", y1, y2, result, &e, 0, rank);
-      if (offset) expect_same(call, "guard before the buffer", mine, theirs, (size_t)offset, &e, 1, rank);
-      if (guard_after)
-        expect_same(call, "guard after the result", y1 + result * e.size, y2 + result * e.size, 4, &e, 1, rank);
-    }
-    if (req != MPI_REQUEST_NULL) MPI_Request_free(&req);
-    free(in), free(mine), free(theirs);
+    c.offset = pick(3); /* elements between the allocation and the buffer */
+    if (layouts)
+      run_layouts(&c);
+    else
+      run_typed(&c);
     /* Stop at the first failing iteration, every rank together. */
     int any = 0;
     PMPI_Allreduce(&failures, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
@@ -380,7 +488,8 @@ int main(int argc, char** argv) {
     if (any)
       printf("FAILED after seed %llu (see the ranks' messages)\n", (unsigned long long)seed);
     else
-      printf("ok after seed %llu: %d iterations\n", (unsigned long long)seed, iterations);
+      printf("ok after seed %llu: %d iterations, %d calls over all ranks\n", (unsigned long long)seed, iterations,
+             total_calls);
   }
   for (int c = 1; c < COMMS; ++c) MPI_Comm_free(&comms[c]);
   MPI_Op_free(&op_compose);
