@@ -24,7 +24,10 @@
  * seeded by the seed and its rank. On a mismatch each rank says which call,
  * which element and both values; rank 0 prints "ok after seed S: ..." or
  * "FAILED ...", and the exit status is 1 on failure.
- *   c_random [seed] [iterations] [max_count]   (defaults 1 300 100000) */
+ *
+ * With `threads` > 1 (MPI_THREAD_MULTIPLE), thread t of each rank runs the
+ * draws of seed + t on its own duplicate of the world, all at once.
+ *   c_random [seed] [iterations] [max_count] [threads]   (defaults 1 300 100000 1) */
 #include <mpi.h>
 
 #include "c_shared.h"
@@ -32,6 +35,7 @@
 #include <mpi-ext.h>
 #endif
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -48,7 +52,7 @@
 #endif
 
 /* splitmix64: the same stream on every rank for the parameters, one per rank for the data. */
-static uint64_t params_state, data_state;
+static _Thread_local uint64_t params_state, data_state; /* each thread's stream */
 static uint64_t next(uint64_t* s) {
   *s += 0x9e3779b97f4a7c15ull;
   uint64_t z = *s;
@@ -193,7 +197,7 @@ static long differs(const char* a, const char* b, size_t n, const element* e, in
   return -1;
 }
 
-static int failures = 0, calls = 0;
+static _Thread_local int failures = 0, calls = 0;
 static void expect_same(const char* call, const char* part, const char* a, const char* b, size_t n, const element* e,
                         int whole, int rank) {
   const long j = differs(a, b, n, e, whole);
@@ -399,32 +403,35 @@ static void run_layouts(const call_params* c) {
   free_layout(&send), free_layout(&recv);
 }
 
-int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
-  alarm(240); /* a hang ends the test instead of the ctest timeout */
-  int world_rank, world_size;
-  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
-  const uint64_t seed = argc > 1 ? strtoull(argv[1], NULL, 10) : 1;
-  const int iterations = argc > 2 ? atoi(argv[2]) : 300;
-  const int max_count = argc > 3 ? atoi(argv[3]) : 100000;
-  if (iterations < 1 || max_count < 8) {
-    if (world_rank == 0)
-      fprintf(stderr, "c_random: iterations (%d) must be >= 1 and max_count (%d) >= 8\n", iterations, max_count);
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
+/* One stream of calls: `iterations` draws from `seed` on communicators made
+ * from `base` (which the stream uses alone: MPI forbids concurrent
+ * collectives on one communicator). Returns whether any rank failed. */
+typedef struct {
+  MPI_Comm base;
+  uint64_t seed;
+  int iterations, max_count;
+  int failed, calls; /* out: any rank's failure; this rank's calls */
+} stream;
+
+static void* run_stream(void* arg) {
+  stream* st = (stream*)arg;
+  const MPI_Comm base = st->base;
+  const uint64_t seed = st->seed;
+  const int iterations = st->iterations, max_count = st->max_count;
+  int base_rank, base_size;
+  MPI_Comm_rank(base, &base_rank);
+  MPI_Comm_size(base, &base_size);
   params_state = seed;
-  data_state = seed * 1000 + (uint64_t)world_rank + 17;
-  check(MPI_Op_create(compose, 0, &op_compose), "MPI_Op_create", "setup");
-  check(MPI_Op_create(add_doubles, 1, &op_add), "MPI_Op_create", "setup");
+  data_state = seed * 1000 + (uint64_t)base_rank + 17;
+  failures = calls = 0;
   enum { COMMS = 5 };
   MPI_Comm comms[COMMS];
   static const char* comm_names[COMMS] = {"world", "parity halves", "world reversed", "world dup", "first 3 / rest"};
-  comms[0] = MPI_COMM_WORLD;
-  MPI_Comm_split(MPI_COMM_WORLD, world_rank % 2, world_rank, &comms[1]);
-  MPI_Comm_split(MPI_COMM_WORLD, 0, world_size - world_rank, &comms[2]);
-  MPI_Comm_dup(MPI_COMM_WORLD, &comms[3]);
-  MPI_Comm_split(MPI_COMM_WORLD, world_rank < 3 ? 0 : 1, world_rank, &comms[4]);
+  comms[0] = base;
+  MPI_Comm_split(base, base_rank % 2, base_rank, &comms[1]);
+  MPI_Comm_split(base, 0, base_size - base_rank, &comms[2]);
+  MPI_Comm_dup(base, &comms[3]);
+  MPI_Comm_split(base, base_rank < 3 ? 0 : 1, base_rank, &comms[4]);
   for (int it = 0; it < iterations; ++it) {
     /* Every draw below is made on every rank, whatever its communicator's
      * size, so that the ranks' streams stay equal. */
@@ -443,7 +450,7 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(c.comm, &c.rank);
     MPI_Comm_size(c.comm, &c.P);
     if (c.P > 64) {
-      if (world_rank == 0) fprintf(stderr, "c_random: at most 64 ranks\n");
+      fprintf(stderr, "c_random: at most 64 ranks\n");
       MPI_Abort(MPI_COMM_WORLD, 2);
     }
     c.coll = pick(6);
@@ -478,22 +485,72 @@ int main(int argc, char** argv) {
       run_typed(&c);
     /* Stop at the first failing iteration, every rank together. */
     int any = 0;
-    PMPI_Allreduce(&failures, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    PMPI_Allreduce(&failures, &any, 1, MPI_INT, MPI_MAX, base);
     if (any) break;
   }
-  int total_calls = 0, any = 0;
-  PMPI_Reduce(&calls, &total_calls, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
-  PMPI_Allreduce(&failures, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  PMPI_Allreduce(&failures, &st->failed, 1, MPI_INT, MPI_MAX, base);
+  st->calls = calls;
+  for (int c = 1; c < COMMS; ++c) MPI_Comm_free(&comms[c]);
+  return NULL;
+}
+
+int main(int argc, char** argv) {
+  const int threads = argc > 4 ? atoi(argv[4]) : 1;
+  if (threads > 1) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+    if (provided < MPI_THREAD_MULTIPLE) {
+      fprintf(stderr, "c_random: %d threads need MPI_THREAD_MULTIPLE, the MPI library gives %d\n", threads, provided);
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+  } else {
+    MPI_Init(&argc, &argv);
+  }
+  alarm(240); /* a hang ends the test instead of the ctest timeout */
+  int world_rank;
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  const uint64_t seed = argc > 1 ? strtoull(argv[1], NULL, 10) : 1;
+  const int iterations = argc > 2 ? atoi(argv[2]) : 300;
+  const int max_count = argc > 3 ? atoi(argv[3]) : 100000;
+  if (iterations < 1 || max_count < 8 || threads < 1 || threads > 16) {
+    if (world_rank == 0)
+      fprintf(stderr, "c_random: iterations (%d) must be >= 1, max_count (%d) >= 8, threads (%d) 1 to 16\n", iterations,
+              max_count, threads);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  check(MPI_Op_create(compose, 0, &op_compose), "MPI_Op_create", "setup");
+  check(MPI_Op_create(add_doubles, 1, &op_add), "MPI_Op_create", "setup");
+  /* Thread t runs seed + t on its own duplicate of the world (the first on
+   * the world itself when alone), all at once: plans are built, cached,
+   * evicted and run by several threads of each rank. */
+  stream streams[16];
+  pthread_t ids[16];
+  for (int t = 0; t < threads; ++t) {
+    streams[t] = (stream){MPI_COMM_WORLD, seed + (uint64_t)t, iterations, max_count, 0, 0};
+    if (threads > 1) MPI_Comm_dup(MPI_COMM_WORLD, &streams[t].base);
+  }
+  if (threads == 1) {
+    run_stream(&streams[0]);
+  } else {
+    for (int t = 0; t < threads; ++t) pthread_create(&ids[t], NULL, run_stream, &streams[t]);
+    for (int t = 0; t < threads; ++t) pthread_join(ids[t], NULL);
+  }
+  int failed = 0, calls_here = 0, total_calls = 0;
+  for (int t = 0; t < threads; ++t) {
+    failed |= streams[t].failed;
+    calls_here += streams[t].calls;
+    if (threads > 1) MPI_Comm_free(&streams[t].base);
+  }
+  PMPI_Reduce(&calls_here, &total_calls, 1, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
   if (world_rank == 0) {
-    if (any)
+    if (failed)
       printf("FAILED after seed %llu (see the ranks' messages)\n", (unsigned long long)seed);
     else
-      printf("ok after seed %llu: %d iterations, %d calls over all ranks\n", (unsigned long long)seed, iterations,
-             total_calls);
+      printf("ok after seed %llu: %d iterations in %d thread(s), %d calls over all ranks\n", (unsigned long long)seed,
+             iterations, threads, total_calls);
   }
-  for (int c = 1; c < COMMS; ++c) MPI_Comm_free(&comms[c]);
   MPI_Op_free(&op_compose);
   MPI_Op_free(&op_add);
   MPI_Finalize();
-  return any ? 1 : 0;
+  return failed ? 1 : 0;
 }
