@@ -10,6 +10,7 @@
 #include "measured.hpp"
 #include "plans.hpp"
 
+#include <collc/algo/select.hpp>
 #include <collc/backend/mpi/engine.hpp>
 #include <collc/backend/mpi/options.hpp>
 #include <collc/backend/mpi/registry.hpp>
@@ -166,14 +167,15 @@ settings_read read_settings() {
     }
     // The plans' own variables (COLLC_ENABLE_CHECKS, COLLC_CHUNK_BYTES,
     // COLLC_RANKS_PER_NODE, COLLC_PLACEMENT, COLLC_TIMEOUT, COLLC_ON_TIMEOUT,
-    // COLLC_MACHINE_MODEL): a value that does not parse would refuse every
-    // plan at setup, and every call would go to MPI without a word. Read them
-    // here, so that such a value stops the program at MPI_Init like the
-    // variables above. (COLLC_ALGO / COLLC_FACTORS name a schedule for one
-    // communicator size: a plan they do not fit is refused, and the
-    // statistics say why.)
+    // COLLC_MACHINE_MODEL, and the syntax of COLLC_ALGO / COLLC_FACTORS): a
+    // value that does not parse would refuse every plan at setup, and every
+    // call would go to MPI without a word. Read them here, so that such a
+    // value stops the program at MPI_Init like the variables above. (A
+    // schedule override names a schedule for one communicator size: a plan it
+    // does not fit is refused, and the statistics say why.)
     (void)mpi::resolve(plan_options{});
     (void)mpi::machine_model_from_env();
+    algo::check_override_from_env();
   } catch (const error& e) {
     r.refused = e.what();
   }

@@ -10,6 +10,8 @@
 #    program at MPI_Init too, instead of refusing every plan in silence.
 # 5. A schedule that does not fit (COLLC_FACTORS=-3,3 at 2 ranks): the
 #    statistics say why the plans went to MPI, naming the variable.
+# 6. A schedule override that does not parse (COLLC_ALGO=rign) stops the
+#    program at MPI_Init, whatever the communicators' sizes.
 set -uo pipefail
 mpiexec=$1 lib=$2 prog=$3
 flags=(--oversubscribe --allow-run-as-root --bind-to none)
@@ -48,3 +50,9 @@ rc=$?
 echo "$out" | grep -q "MPI_Allreduce: [0-9,]* to MPI: plan refused by collc at setup (the first: COLLC_FACTORS='-3,3': " ||
   fail "no reason naming COLLC_FACTORS for the refused plans: $out"
 echo "5. reason: $(echo "$out" | grep -m1 'MPI_Allreduce: [0-9,]* to MPI: plan refused' | cut -c1-160)..."
+
+out=$(timeout 60 "$mpiexec" -n 2 "${flags[@]}" -x "LD_PRELOAD=$lib" -x COLLC_ALGO=rign "$prog" 1 2>&1)
+rc=$?
+[[ $rc -ne 0 && $rc -ne 124 ]] || fail "a misspelt COLLC_ALGO did not stop the program (rc $rc)"
+echo "$out" | grep -q "COLLC_ALGO='rign': schedule 'rign': unknown schedule" || fail "no message naming COLLC_ALGO='rign': $out"
+echo "6. refused: $(echo "$out" | grep -m1 COLLC_ALGO)"

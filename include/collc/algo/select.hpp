@@ -124,6 +124,14 @@ void check_schedule(const schedule& s, collective c, int P, bool commutative);
 ///   if (auto s = collc::algo::override_from_env(collective::allreduce, 4, true)) use(*s);
 std::optional<schedule> override_from_env(collective c, int P, bool commutative);
 
+/// The part of override_from_env that needs no communicator: the variables'
+/// syntax and their combination rules (a factor set that parses, COLLC_ALGO a
+/// known word or a schedule that parses, COLLC_FACTORS only with recexch or
+/// cyclic). Throws collc::error naming the variable and its value. The
+/// interposition library calls it at MPI_Init, where a misspelt COLLC_ALGO
+/// would otherwise refuse every plan and send every call to MPI.
+void check_override_from_env();
+
 }  // namespace collc::algo
 
 #if COLLC_HEADER_ONLY

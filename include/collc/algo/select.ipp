@@ -16,8 +16,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
@@ -473,69 +475,98 @@ COLLC_INLINE void check_schedule(const schedule& s, collective c, int P, bool co
   (void)predict(s, c, P, 64, ir::machine_model{});
 }
 
-COLLC_INLINE std::optional<schedule> override_from_env(collective c, int P, bool commutative) {
+namespace detail {
+
+/// COLLC_ALGO / COLLC_FACTORS as far as they can be read without a
+/// communicator: the factor set parsed, the words and the combination rules
+/// checked, a full schedule text parsed. Errors name the variables.
+struct env_override {
+  std::optional<std::string> algo;
+  std::optional<factor_set> factors;
+  std::optional<schedule> parsed;  ///< COLLC_ALGO written as a whole schedule
+  std::string where;               ///< "COLLC_ALGO='..' COLLC_FACTORS='..'", the variables that are set
+  [[nodiscard]] error named(const error& e) const { return error(e.code(), collc::detail::cat(where, ": ", e.what())); }
+  [[nodiscard]] bool algo_is(std::string_view a, std::string_view b) const {
+    return algo && (*algo == a || *algo == b);
+  }
+};
+
+COLLC_INLINE std::optional<env_override> read_env_override() {
   auto env = [](const char* name) -> std::optional<std::string> {
     const char* v = std::getenv(name);
     if (v == nullptr || *v == '\0') return std::nullopt;
     return std::string(v);
   };
-  const auto algo = env("COLLC_ALGO");
+  env_override o;
+  o.algo = env("COLLC_ALGO");
   const auto factors = env("COLLC_FACTORS");
-  if (!algo && !factors) return std::nullopt;
-  std::string where;  // "COLLC_ALGO='..' COLLC_FACTORS='..'", the variables that are set
-  if (algo) where = collc::detail::cat("COLLC_ALGO='", *algo, "'");
-  if (algo && factors) where += ' ';
-  if (factors) where += collc::detail::cat("COLLC_FACTORS='", *factors, "'");
-  auto fail = [&](const error& e) {
-    return error(e.code(), collc::detail::cat(where, ": ", e.what()));
-  };
-  std::optional<factor_set> fs;
-  if (factors) {
-    try {
-      fs = factor_set::parse(*factors);
-    } catch (const error& e) {
-      throw fail(e);
-    }
-    if (fs->empty()) throw fail(error(errc::invalid_factor_set, "the factor set is empty"));
-  }
-  schedule s;
+  if (!o.algo && !factors) return std::nullopt;
+  if (o.algo) o.where = collc::detail::cat("COLLC_ALGO='", *o.algo, "'");
+  if (o.algo && factors) o.where += ' ';
+  if (factors) o.where += collc::detail::cat("COLLC_FACTORS='", *factors, "'");
   try {
-    if (!algo) {
-      const auto rec = validate(*fs, P, c, schedule_kind::recursive);
-      const bool cyclic_family =
-          c == collective::allreduce || c == collective::reduce_scatter || c == collective::allgather;
-      if (rec.ok)
-        s = schedule::recursive(*fs);
-      else if (cyclic_family && validate(*fs, P, c, schedule_kind::cyclic).ok)
-        s = schedule::cyclic(*fs);
-      else
-        throw error(rec.code, collc::detail::cat(rec.message(), " (and as a cyclic shift: ",
-                                                 validate(*fs, P, c, schedule_kind::cyclic).message(), ")"));
-    } else if (*algo == "recexch" || *algo == "recursive_exchange" || *algo == "cyclic" || *algo == "cyclic_shift") {
-      if (!fs)
+    if (factors) {
+      o.factors = factor_set::parse(*factors);
+      if (o.factors->empty()) throw error(errc::invalid_factor_set, "the factor set is empty");
+    }
+    if (!o.algo) return o;
+    if (o.algo_is("recexch", "recursive_exchange") || o.algo_is("cyclic", "cyclic_shift")) {
+      if (!o.factors)
         throw error(errc::invalid_argument,
                     collc::detail::cat(
-                        *algo,
+                        *o.algo,
                         " needs COLLC_FACTORS (e.g. COLLC_FACTORS=-2,2 for 2 ranks), or write the whole schedule: "
                         "COLLC_ALGO='",
-                        algo->starts_with("rec") ? "recexch{-2,2}" : "cyclic{2,2,2}", "'"));
-      s = algo->starts_with("rec") ? schedule::recursive(*fs) : schedule::cyclic(*fs);
+                        o.algo->starts_with("rec") ? "recexch{-2,2}" : "cyclic{2,2,2}", "'"));
     } else {
-      if (fs)
+      if (o.factors)
         throw error(
             errc::invalid_argument,
             collc::detail::cat("COLLC_FACTORS goes with COLLC_ALGO=recexch or COLLC_ALGO=cyclic only, not with '",
-                               *algo, "'"));
-      if (*algo == "rabenseifner")
-        s = rabenseifner(P);
-      else if (*algo == "recursive_doubling")
-        s = recursive_doubling(P);
+                               *o.algo, "'"));
+      if (*o.algo != "rabenseifner" && *o.algo != "recursive_doubling") o.parsed = parse_schedule(*o.algo);
+    }
+  } catch (const error& e) {
+    throw o.named(e);
+  }
+  return o;
+}
+
+}  // namespace detail
+
+COLLC_INLINE void check_override_from_env() { (void)detail::read_env_override(); }
+
+COLLC_INLINE std::optional<schedule> override_from_env(collective c, int P, bool commutative) {
+  const std::optional<detail::env_override> o = detail::read_env_override();
+  if (!o) return std::nullopt;
+  schedule s;
+  try {
+    if (!o->algo) {
+      const factor_set& fs = *o->factors;
+      const auto rec = validate(fs, P, c, schedule_kind::recursive);
+      const bool cyclic_family =
+          c == collective::allreduce || c == collective::reduce_scatter || c == collective::allgather;
+      if (rec.ok)
+        s = schedule::recursive(fs);
+      else if (cyclic_family && validate(fs, P, c, schedule_kind::cyclic).ok)
+        s = schedule::cyclic(fs);
       else
-        s = parse_schedule(*algo);
+        throw error(rec.code, collc::detail::cat(rec.message(), " (and as a cyclic shift: ",
+                                                 validate(fs, P, c, schedule_kind::cyclic).message(), ")"));
+    } else if (o->algo_is("recexch", "recursive_exchange")) {
+      s = schedule::recursive(*o->factors);
+    } else if (o->algo_is("cyclic", "cyclic_shift")) {
+      s = schedule::cyclic(*o->factors);
+    } else if (*o->algo == "rabenseifner") {
+      s = rabenseifner(P);
+    } else if (*o->algo == "recursive_doubling") {
+      s = recursive_doubling(P);
+    } else {
+      s = *o->parsed;
     }
     check_schedule(s, c, P, commutative);
   } catch (const error& e) {
-    throw fail(e);
+    throw o->named(e);
   }
   return s;
 }
