@@ -117,13 +117,23 @@ static element predefined_op(MPI_Datatype type, size_t size, const int* ops, int
   return (element){type, predefined[o], predefined_names[o], size, {0, 0}, {size, 0}};
 }
 
+/* A (value, int index) pair type reduced by MINLOC or MAXLOC: only the value's
+ * `value_len` bytes and the index at `index_at` are defined, not the padding. */
+static element loc_pair(MPI_Datatype type, size_t size, size_t value_len, size_t index_at) {
+  static const int loc_ops[] = {MINLOC, MAXLOC};
+  element e = predefined_op(type, size, loc_ops, 2);
+  e.field_len[0] = value_len;
+  e.field_at[1] = index_at;
+  e.field_len[1] = sizeof(int);
+  return e;
+}
+
 static element choose(enum kind k) {
   static const int int_ops[] = {SUM, MAX, MIN, BAND, BOR, BXOR, PROD, LAND, LOR, LXOR};
   static const int float_ops[] = {SUM, MAX, MIN, PROD};
   static const int bit_ops[] = {SUM, MAX, MIN, BAND, BOR, BXOR};
   static const int uchar_ops[] = {SUM, BAND, BOR, BXOR};
   static const int loc_ops[] = {MINLOC, MAXLOC};
-  element e;
   switch (k) {
     case K_INT: return predefined_op(MPI_INT, 4, int_ops, 10);
     case K_DOUBLE: return predefined_op(MPI_DOUBLE, 8, float_ops, 4);
@@ -132,18 +142,8 @@ static element choose(enum kind k) {
     case K_UCHAR: return predefined_op(MPI_UNSIGNED_CHAR, 1, uchar_ops, 4);
     case K_SHORT: return predefined_op(MPI_SHORT, 2, bit_ops, 6);
     case K_2INT: return predefined_op(MPI_2INT, 8, loc_ops, 2);
-    case K_DOUBLE_INT:
-      e = predefined_op(MPI_DOUBLE_INT, sizeof(double_int), loc_ops, 2);
-      e.field_len[0] = sizeof(double);
-      e.field_at[1] = offsetof(double_int, i);
-      e.field_len[1] = sizeof(int);
-      return e;
-    case K_SHORT_INT:
-      e = predefined_op(MPI_SHORT_INT, sizeof(short_int), loc_ops, 2);
-      e.field_len[0] = sizeof(short);
-      e.field_at[1] = offsetof(short_int, i);
-      e.field_len[1] = sizeof(int);
-      return e;
+    case K_DOUBLE_INT: return loc_pair(MPI_DOUBLE_INT, sizeof(double_int), sizeof(double), offsetof(double_int, i));
+    case K_SHORT_INT: return loc_pair(MPI_SHORT_INT, sizeof(short_int), sizeof(short), offsetof(short_int, i));
     case K_AFFINE: return (element){MPI_2INT, op_compose, "compose", 8, {0, 0}, {8, 0}};
     default: return (element){MPI_DOUBLE, op_add, "user sum", 8, {0, 0}, {8, 0}};
   }
@@ -436,12 +436,13 @@ static void run_layouts(const call_params* c) {
 
 /* One stream of calls: `iterations` draws from `seed` on communicators made
  * from `base` (which the stream uses alone: MPI forbids concurrent
- * collectives on one communicator). Returns whether any rank failed. */
+ * collectives on one communicator). Sets `failed` (any rank's failure, the
+ * same on every rank) and `calls` (this rank's). */
 typedef struct {
   MPI_Comm base;
   uint64_t seed;
   int iterations, max_count;
-  int failed, calls; /* out: any rank's failure; this rank's calls */
+  int failed, calls; /* out */
 } stream;
 
 static void* run_stream(void* arg) {
