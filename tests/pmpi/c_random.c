@@ -35,6 +35,7 @@
 #include <mpi-ext.h>
 #endif
 
+#include <float.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -73,6 +74,16 @@ enum kind {
   K_2INT,
   K_DOUBLE_INT,
   K_SHORT_INT,
+  K_LONG_DOUBLE,
+  K_COMPLEX,
+  K_BOOL,
+  K_BYTE,
+  K_UNSIGNED,
+  K_INT8,
+  K_UINT16,
+  K_FLOAT_INT,
+  K_LONG_INT,
+  K_LONG_DOUBLE_INT,
   K_AFFINE,
   K_USER_SUM,
   KINDS
@@ -86,8 +97,36 @@ static const char* kind_names[] = {"int",
                                    "2int",
                                    "double_int",
                                    "short_int",
+                                   "long double",
+                                   "double complex",
+                                   "C bool",
+                                   "byte",
+                                   "unsigned",
+                                   "int8",
+                                   "uint16",
+                                   "float_int",
+                                   "long_int",
+                                   "long_double_int",
                                    "affine (user, not commutative)",
                                    "double (user sum)"};
+
+/* Pair types of MINLOC/MAXLOC that c_collectives.c does not share. */
+typedef struct {
+  float v;
+  int i;
+} float_int; /* MPI_FLOAT_INT */
+typedef struct {
+  long v;
+  int i;
+} long_int; /* MPI_LONG_INT: padding after the index */
+typedef struct {
+  long double v;
+  int i;
+} long_double_int; /* MPI_LONG_DOUBLE_INT */
+
+/* The bytes of a long double that hold its value: x87's 80-bit format fills
+ * 10 of its 16 (LDBL_MANT_DIG 64); the rest is padding nobody writes. */
+#define LONG_DOUBLE_BYTES (LDBL_MANT_DIG == 64 ? (size_t)10 : sizeof(long double))
 
 static MPI_Op op_compose, op_add;
 
@@ -104,7 +143,7 @@ typedef struct {
  * section 6.9.2), without those whose results the MPI libraries here get
  * wrong: an overflowing sum saturates under Open MPI's AVX operators (its
  * issue 8045), unsigned min and max are wrong in Open MPI 4.1.4 (its issue
- * 10648), so uchar draws neither min nor max and the data never overflow. */
+ * 10648), so no unsigned type draws min or max and the data never overflow. */
 enum { SUM, MAX, MIN, BAND, BOR, BXOR, PROD, LAND, LOR, LXOR, MINLOC, MAXLOC };
 static const MPI_Op predefined[] = {MPI_SUM,  MPI_MAX,  MPI_MIN, MPI_BAND, MPI_BOR,    MPI_BXOR,
                                     MPI_PROD, MPI_LAND, MPI_LOR, MPI_LXOR, MPI_MINLOC, MPI_MAXLOC};
@@ -132,18 +171,37 @@ static element choose(enum kind k) {
   static const int int_ops[] = {SUM, MAX, MIN, BAND, BOR, BXOR, PROD, LAND, LOR, LXOR};
   static const int float_ops[] = {SUM, MAX, MIN, PROD};
   static const int bit_ops[] = {SUM, MAX, MIN, BAND, BOR, BXOR};
-  static const int uchar_ops[] = {SUM, BAND, BOR, BXOR};
+  static const int small_unsigned_ops[] = {SUM, BAND, BOR, BXOR};
+  static const int unsigned_ops[] = {SUM, BAND, BOR, BXOR, PROD, LAND, LOR, LXOR}; /* no min/max: above */
+  static const int complex_ops[] = {SUM, PROD};
+  static const int logical_ops[] = {LAND, LOR, LXOR};
+  static const int byte_ops[] = {BAND, BOR, BXOR};
   static const int loc_ops[] = {MINLOC, MAXLOC};
   switch (k) {
     case K_INT: return predefined_op(MPI_INT, 4, int_ops, 10);
     case K_DOUBLE: return predefined_op(MPI_DOUBLE, 8, float_ops, 4);
     case K_FLOAT: return predefined_op(MPI_FLOAT, 4, float_ops, 3);
     case K_INT64: return predefined_op(MPI_INT64_T, 8, bit_ops, 6);
-    case K_UCHAR: return predefined_op(MPI_UNSIGNED_CHAR, 1, uchar_ops, 4);
+    case K_UCHAR: return predefined_op(MPI_UNSIGNED_CHAR, 1, small_unsigned_ops, 4);
     case K_SHORT: return predefined_op(MPI_SHORT, 2, bit_ops, 6);
     case K_2INT: return predefined_op(MPI_2INT, 8, loc_ops, 2);
     case K_DOUBLE_INT: return loc_pair(MPI_DOUBLE_INT, sizeof(double_int), sizeof(double), offsetof(double_int, i));
     case K_SHORT_INT: return loc_pair(MPI_SHORT_INT, sizeof(short_int), sizeof(short), offsetof(short_int, i));
+    case K_LONG_DOUBLE: {
+      element e = predefined_op(MPI_LONG_DOUBLE, sizeof(long double), float_ops, 4);
+      e.field_len[0] = LONG_DOUBLE_BYTES;
+      return e;
+    }
+    case K_COMPLEX: return predefined_op(MPI_C_DOUBLE_COMPLEX, 2 * sizeof(double), complex_ops, 2);
+    case K_BOOL: return predefined_op(MPI_C_BOOL, sizeof(_Bool), logical_ops, 3);
+    case K_BYTE: return predefined_op(MPI_BYTE, 1, byte_ops, 3);
+    case K_UNSIGNED: return predefined_op(MPI_UNSIGNED, sizeof(unsigned), unsigned_ops, 8);
+    case K_INT8: return predefined_op(MPI_INT8_T, 1, int_ops, 10);
+    case K_UINT16: return predefined_op(MPI_UINT16_T, 2, small_unsigned_ops, 4);
+    case K_FLOAT_INT: return loc_pair(MPI_FLOAT_INT, sizeof(float_int), sizeof(float), offsetof(float_int, i));
+    case K_LONG_INT: return loc_pair(MPI_LONG_INT, sizeof(long_int), sizeof(long), offsetof(long_int, i));
+    case K_LONG_DOUBLE_INT:
+      return loc_pair(MPI_LONG_DOUBLE_INT, sizeof(long_double_int), LONG_DOUBLE_BYTES, offsetof(long_double_int, i));
     case K_AFFINE: return (element){MPI_2INT, op_compose, "compose", 8, {0, 0}, {8, 0}};
     default: return (element){MPI_DOUBLE, op_add, "user sum", 8, {0, 0}, {8, 0}};
   }
@@ -181,6 +239,41 @@ static void fill(enum kind k, const element* e, void* p, size_t n, int rank, int
         s.v = (short)draw(3);
         s.i = rank + draw(2);
         memcpy((char*)p + j * sizeof s, &s, sizeof s);
+        break;
+      }
+      case K_LONG_DOUBLE: ((long double*)p)[j] = prod ? (draw(2) ? 2.0L : -0.5L) : small * 0.25L; break;
+      case K_COMPLEX:
+        /* A product of positive reals keeps its imaginary part +0 in any
+         * order; a sum of exact values has no order either. */
+        ((double*)p)[2 * j] = prod ? (draw(2) ? 2.0 : 0.5) : small * 0.25;
+        ((double*)p)[2 * j + 1] = prod ? 0.0 : (draw(7) - 3) * 0.5;
+        break;
+      case K_BOOL: ((_Bool*)p)[j] = (_Bool)draw(2); break;
+      case K_BYTE: ((unsigned char*)p)[j] = (unsigned char)draw(256); break;
+      case K_UNSIGNED:
+        ((unsigned*)p)[j] = prod ? 1u + (unsigned)draw(2) : sum ? (unsigned)draw(1 << 20) : (unsigned)draw(4) * 0x40000001u;
+        break;
+      case K_INT8: ((int8_t*)p)[j] = (int8_t)(prod ? (draw(2) ? 1 : -1) : sum ? small : draw(256) - 128); break;
+      case K_UINT16: ((uint16_t*)p)[j] = (uint16_t)draw(sum ? 65536 / ranks : 65536); break;
+      case K_FLOAT_INT: {
+        const float_int f = {(float)draw(3), draw(5)};
+        memcpy((char*)p + j * sizeof f, &f, sizeof f);
+        break;
+      }
+      case K_LONG_INT: {
+        long_int l;
+        memset(&l, 0, sizeof l);
+        l.v = draw(3) - 1;
+        l.i = draw(5);
+        memcpy((char*)p + j * sizeof l, &l, sizeof l);
+        break;
+      }
+      case K_LONG_DOUBLE_INT: {
+        long_double_int l;
+        memset(&l, 0, sizeof l);
+        l.v = draw(3) * 0.5L;
+        l.i = draw(5);
+        memcpy((char*)p + j * sizeof l, &l, sizeof l);
         break;
       }
       case K_AFFINE:
