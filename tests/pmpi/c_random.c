@@ -251,7 +251,9 @@ static void fill(enum kind k, const element* e, void* p, size_t n, int rank, int
       case K_BOOL: ((_Bool*)p)[j] = (_Bool)draw(2); break;
       case K_BYTE: ((unsigned char*)p)[j] = (unsigned char)draw(256); break;
       case K_UNSIGNED:
-        ((unsigned*)p)[j] = prod ? 1u + (unsigned)draw(2) : sum ? (unsigned)draw(1 << 20) : (unsigned)draw(4) * 0x40000001u;
+        ((unsigned*)p)[j] = prod  ? 1u + (unsigned)draw(2)
+                            : sum ? (unsigned)draw(1 << 20)
+                                  : (unsigned)draw(4) * 0x40000001u;
         break;
       case K_INT8: ((int8_t*)p)[j] = (int8_t)(prod ? (draw(2) ? 1 : -1) : sum ? small : draw(256) - 128); break;
       case K_UINT16: ((uint16_t*)p)[j] = (uint16_t)draw(sum ? 65536 / ranks : 65536); break;
