@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <type_traits>
@@ -105,8 +106,8 @@ TEST_CASE("two plans called in opposite orders are errc::mismatch on every rank"
     if (is_bcast && !e1) {
       const int root = (swapped ? B : A).root();
       data = x[0] == 1000 * root + 1 ? " (data right)"
-                                      : " (data wrong: x[0] = " + std::to_string(x[0]) + ", root " +
-                                            std::to_string(root) + " sent " + std::to_string(1000 * root + 1) + ")";
+                                     : " (data wrong: x[0] = " + std::to_string(x[0]) + ", root " +
+                                           std::to_string(root) + " sent " + std::to_string(1000 * root + 1) + ")";
     }
     const auto e2 = error_of([&] { call(swapped ? A : B, 2); });
     const auto e3 = error_of([&] { call(C, 3); });
@@ -121,7 +122,7 @@ TEST_CASE("two plans called in opposite orders are errc::mismatch on every rank"
     if (!is_reduce) CHECK((e1 || e2));  // never both completed
     if (is_mismatch(e1) && contains(e1->second, "mismatched collective calls")) {
       // A rank that saw the mismatch itself names both plans.
-      CHECK(contains(e1->second, "plan " ));
+      CHECK(contains(e1->second, "plan "));
     }
     CHECK(dt < 10);
     MPI_Barrier(MPI_COMM_WORLD);
@@ -188,9 +189,8 @@ TEST_CASE("allreduce against reduce in the same call is errc::mismatch on every 
     std::vector<std::int64_t> x(32, me + 1), y(32, -1);
     const auto t0 = std::chrono::steady_clock::now();
     const auto e1 = error_of([&] { (me == 0 ? A : R)(x, y); });
-    const auto e2 = error_of([&] {
-      C(std::span<const std::int64_t>(x.data(), 16), std::span<std::int64_t>(y.data(), 16));
-    });
+    const auto e2 =
+        error_of([&] { C(std::span<const std::int64_t>(x.data(), 16), std::span<std::int64_t>(y.data(), 16)); });
     const double dt = seconds_since(t0);
     say("allreduce (rank 0) against reduce root " + std::to_string(root) + ": first call: " + describe(e1) +
         " | next call: " + describe(e2));
@@ -293,8 +293,8 @@ TEST_CASE("setup times out when a rank does not arrive, naming it", "[backend][m
       const auto t1 = std::chrono::steady_clock::now();
       e = error_of([&] { auto late = collc::make_allreduce<std::int64_t>(comm, 8, o); });
       const double dt = seconds_since(t1);
-      say(std::string(from_env ? "COLLC_TIMEOUT=1" : "timeout_s=1") + ": late rank's factory (" +
-          std::to_string(dt) + " s): " + describe(e));
+      say(std::string(from_env ? "COLLC_TIMEOUT=1" : "timeout_s=1") + ": late rank's factory (" + std::to_string(dt) +
+          " s): " + describe(e));
       INFO("late rank " << me << " after " << dt << " s in its factory: " << describe(e));
       CHECK(e.has_value());
       CHECK(dt < 5);
@@ -315,6 +315,149 @@ TEST_CASE("setup times out when a rank does not arrive, naming it", "[backend][m
     if (from_env) unsetenv("COLLC_TIMEOUT");
     MPI_Barrier(MPI_COMM_WORLD);
   }
+}
+
+TEST_CASE("after a setup timeout, further setups on the communicator are refused at once, never paired or hung",
+          "[backend][mpi][safety][timeout]") {
+  // Rank P-1 arrives 2.5 s late at the second plan's setup (timeout 1 s),
+  // then every rank tries two more plans. A rank cannot take back the
+  // agreement it gave up on: before the fix, the others' next setups started
+  // more rounds on the control communicator, the late rank's setups paired
+  // with the abandoned ones (so it did not see that its peers gave up) and
+  // its plan's blocking MPI_Comm_dup hung, or Open MPI reported
+  // MPI_ERR_TRUNCATE. Now: the others time out once, then are refused at
+  // once; the late rank fails its first setup (its peers gave up) and is
+  // refused at once after it. Pseudo-nodes of one rank: the plans send
+  // messages, so each has its own communicator to duplicate.
+  const int P = world_size(), me = world_rank();
+  if (P < 2) return;
+  dup_comm comm;
+  collc::plan_options o;
+  o.timeout_s = 1;
+  o.ranks_per_node = 1;
+  auto first = collc::make_allreduce<std::int64_t>(comm, 8, o);
+  std::vector<std::int64_t> x(8, 1), y(8);
+  first(x, y);
+  MPI_Barrier(MPI_COMM_WORLD);
+  const bool late = me == P - 1;
+  if (late) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  for (int k = 0; k < 3; ++k) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto e = error_of([&] { auto next = collc::make_allreduce<std::int64_t>(comm, 16 + k, o); });
+    const double dt = seconds_since(t0);
+    say(std::string(late ? "late " : "") + "rank " + std::to_string(me) + ", setup " + std::to_string(k) + " (" +
+        std::to_string(dt) + " s): " + describe(e));
+    INFO((late ? "late " : "") << "rank " << me << ", setup " << k << " after " << dt << " s: " << describe(e));
+    CHECK(e.has_value());
+    if (!e) continue;
+    CHECK(e->first == errc::timeout);
+    if (k == 0) {
+      CHECK(dt < (late ? 5 : 2.5));
+      if (!late) CHECK(contains(e->second, "rank " + std::to_string(P - 1) + " did not arrive"));
+    } else {
+      CHECK(dt < 0.5);
+      CHECK(contains(e->second, "refused: an earlier setup on this communicator timed out here"));
+    }
+  }
+  // The plan built before the timeout still runs on every rank.
+  MPI_Barrier(MPI_COMM_WORLD);
+  std::fill(y.begin(), y.end(), 0);
+  first(x, y);
+  CHECK(y[0] == P);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+TEST_CASE("a communicator's last plan may go while a late rank has yet to complete an abandoned setup",
+          "[backend][mpi][safety][timeout]") {
+  // Rank P-1 arrives 2 s late at a setup its peers give up after 0.5 s;
+  // they then destroy every plan on the communicator (so collc's state of
+  // it goes, with the agreement still pending) and wait in a barrier, where
+  // the late rank's arrival completes that agreement. Open MPI 4.1 crashed
+  // there (SIGSEGV in its nonblocking-collective progress) when collc had
+  // freed the communicator the agreement ran on.
+  const int P = world_size(), me = world_rank();
+  if (P < 2) return;
+  dup_comm comm;
+  collc::plan_options o;
+  o.timeout_s = 0.5;
+  const bool late = me == P - 1;
+  {
+    auto first = collc::make_allreduce<std::int64_t>(comm, 8, o);
+    std::vector<std::int64_t> x(8, 1), y(8);
+    first(x, y);
+    CHECK(y[0] == P);
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (late) std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+    const auto e = error_of([&] { auto next = collc::make_allreduce<std::int64_t>(comm, 16, o); });
+    INFO((late ? "late " : "") << "rank " << me << ": " << describe(e));
+    CHECK(e.has_value());
+  }
+  int token = me, sum = 0;
+  MPI_Allreduce(&token, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  CHECK(sum == P * (P - 1) / 2);
+  MPI_Barrier(MPI_COMM_WORLD);
+}
+
+namespace {
+/// A commutative sum that throws a std::runtime_error (not a collc::error)
+/// at its 100th application in a call, on the rank that arms it.
+struct sum_that_throws {
+  static constexpr bool is_commutative = true;
+  static inline thread_local bool armed = false;
+  static inline thread_local int applied = 0;
+  long operator()(const long& a, const long& b) const {
+    if (armed && ++applied == 100) throw std::runtime_error("the user's operator failed");
+    return a + b;
+  }
+};
+}  // namespace
+
+TEST_CASE("an operator that throws abandons the call: no rank returns a wrong result", "[backend][mpi][safety]") {
+  // Rank 1's operator throws once in the call; rank 1 sees that exception
+  // (its own type), then calls wait() again, as a program that catches and
+  // retries would. Before the fix only collc::error failed the call: the
+  // retry re-ran the instructions already run (repeated signals ahead of
+  // their data) and rank 0 returned wrong sums without an error in most
+  // calls. Now every other rank gets an error or the right sum.
+  const int P = world_size(), me = world_rank();
+  if (P < 2) return;
+  dup_comm comm;
+  collc::plan_options o;
+  o.timeout_s = 5;
+  const std::size_t n = 100000;
+  int silently_wrong = 0, failed_here = 0;
+  for (int it = 0; it < 8; ++it) {
+    auto p = collc::make_allreduce<long, sum_that_throws>(comm, n, o);
+    std::vector<long> x(n), y(n, -7);
+    for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<long>(i) * (me + 1) + it;
+    sum_that_throws::armed = me == 1;
+    sum_that_throws::applied = 0;
+    bool threw = false;
+    try {
+      p(x, y);
+    } catch (const std::runtime_error& e) {
+      threw = true;
+      if (me == 1) {
+        sum_that_throws::armed = false;
+        const auto again = error_of([&] { p.wait(); });
+        INFO("rank 1's wait() after its operator threw: " << describe(again));
+      }
+    }
+    sum_that_throws::armed = false;
+    failed_here += threw;
+    if (!threw && me != 1) {
+      long wrong = 0;
+      for (std::size_t i = 0; i < n; ++i)
+        wrong += y[i] != static_cast<long>(i) * P * (P + 1) / 2 + static_cast<long>(P) * it;
+      silently_wrong += wrong > 0;
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+  say("operator that throws: " + std::to_string(failed_here) + " of 8 calls threw here, " +
+      std::to_string(silently_wrong) + " returned a wrong result without an error");
+  CHECK(silently_wrong == 0);
+  if (me == 1) CHECK(failed_here == 8);
+  MPI_Barrier(MPI_COMM_WORLD);
 }
 
 TEST_CASE("plan ids past 2^24 and 2^31 work", "[backend][mpi][safety][ids]") {

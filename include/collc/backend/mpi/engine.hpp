@@ -320,6 +320,14 @@ class engine {
     } catch (const error& e) {
       fail(e);
       throw;
+    } catch (...) {
+      // Any other exception (the user's operator threw): abandoned as after
+      // a collc::error, so peers fail at once instead of reading what this
+      // rank never wrote, and the plan refuses further calls (resuming would
+      // re-run instructions already run: repeated signals, wrong results).
+      // The caller gets the exception as thrown.
+      fail(foreign_failure());
+      throw;
     }
   }
 
@@ -383,12 +391,28 @@ class engine {
   /// arrive within the timeout is errc::timeout naming the ranks of this
   /// node that did not enter this setup (the others' are not visible). A
   /// late rank whose peers gave up gets errc::timeout too, naming them.
+  /// Refused at once once a setup on this communicator timed out here.
   static constexpr int agreed_values = 12;
   void agree(const std::int64_t (&mine)[agreed_values], std::int64_t (&out)[agreed_values], const std::string& text);
 
   /// Everyone saw the disagreement (see settle()); gathers the signatures to
   /// say who differs and how, and throws errc::mismatch.
   [[noreturn]] void report_disagreement(std::uint64_t h, const std::string& text);
+
+  /// A setup collective on the control communicator that did not complete
+  /// within the timeout: under COLLC_ON_TIMEOUT=abort, `msg` on stderr and
+  /// MPI_Abort; else the registry refuses further setups on this rank
+  /// (registry::refuse_setups: past this point the ranks' setup collectives
+  /// no longer pair up) and errc::timeout.
+  [[noreturn]] void setup_timed_out(const std::string& msg);
+  /// A wait past the timeout: `msg` on stderr and MPI_Abort under
+  /// COLLC_ON_TIMEOUT=abort, else errc::timeout.
+  [[noreturn]] void timed_out(const std::string& msg) const;
+  /// Waits for the setup collective `req`, bounded by the timeout; on timeout
+  /// keeps `buffer` (which MPI still writes) in the registry and calls
+  /// setup_timed_out(what()).
+  void wait_setup(MPI_Request& req, std::shared_ptr<void> buffer, MPI_Comm* made,
+                  const std::function<std::string()>& what);
 
   /// Takes the segment range (`arena` < 0: a new arena) and binds the programs.
   void bind_all(int arena, std::size_t offset);
@@ -586,6 +610,10 @@ class engine {
   static std::string raised_by(int peer, int origin);
 
   void fail(const error& e);
+  /// Inside a catch block of an exception that is not a collc::error: what
+  /// fail() records and peers hear (errc::invalid_argument, naming the plan
+  /// and the exception's what()).
+  [[nodiscard]] error foreign_failure() const;
 
   plan_shape shape_;
   resolved_options opt_;

@@ -361,6 +361,13 @@ COLLC_INLINE void engine::settle(const std::string& resolved, const std::optiona
 
 COLLC_INLINE void engine::agree(const std::int64_t (&mine)[agreed_values], std::int64_t (&out)[agreed_values],
                                 const std::string& text) {
+  if (const std::string& why = reg_->setups_refused(); !why.empty())
+    throw error(errc::timeout, "setup of " + text + " on rank " + std::to_string(rank_) +
+                                   " refused: an earlier setup on this communicator timed out here (" + why +
+                                   "), and past that the ranks' setup collectives no longer pair up (a rank cannot "
+                                   "take back a collective it gave up waiting for). Plans built before keep working; "
+                                   "build new plans on a new communicator (MPI_Comm_dup), or make timeouts fatal "
+                                   "(COLLC_ON_TIMEOUT=abort)");
   const std::uint64_t k = ++reg_->setups;
   reg_->mark_setup(k, false);
   // MPI writes the result when every rank contributed, maybe after this
@@ -384,22 +391,43 @@ COLLC_INLINE void engine::agree(const std::int64_t (&mine)[agreed_values], std::
       else if (st->first < k)
         missing.push_back(q);
     }
-    reg_->keep_pending(req, std::move(values));
+    reg_->keep_pending(req, std::shared_ptr<void>(std::move(values)));
     std::string who =
         missing.empty() ? std::string("no rank of this node is missing") : rank_list(missing) + " did not arrive";
     if (others) who += " (ranks on other nodes are not visible from here)";
-    throw error(errc::timeout, "timeout after " + std::to_string(opt_.timeout_s) + " s in the setup of " + text +
-                                   " on rank " + std::to_string(rank_) + ": " + who +
-                                   "; every rank must build the same plans in the same order");
+    setup_timed_out("timeout after " + std::to_string(opt_.timeout_s) + " s in the setup of " + text + " on rank " +
+                    std::to_string(rank_) + ": " + who + "; every rank must build the same plans in the same order");
   }
   std::copy(values.get(), values.get() + agreed_values, std::begin(out));
   std::vector<int> gave_up;
   for (int q = 0; q < size_; ++q)
     if (const auto st = reg_->setup_of(q); q != rank_ && st && st->first == k && st->second) gave_up.push_back(q);
   if (!gave_up.empty())
-    throw error(errc::timeout, "setup of " + text + " on rank " + std::to_string(rank_) + ": " + rank_list(gave_up) +
-                                   " gave up waiting for this rank (timeout " + std::to_string(opt_.timeout_s) +
-                                   " s); the plan was not built");
+    setup_timed_out("setup of " + text + " on rank " + std::to_string(rank_) + ": " + rank_list(gave_up) +
+                    " gave up waiting for this rank (timeout " + std::to_string(opt_.timeout_s) +
+                    " s); the plan was not built");
+}
+
+COLLC_INLINE void engine::setup_timed_out(const std::string& msg) {
+  reg_->refuse_setups(msg);
+  timed_out(msg);
+}
+
+COLLC_INLINE void engine::timed_out(const std::string& msg) const {
+  if (opt_.timeout_action == on_timeout::abort) {
+    std::fprintf(stderr, "collc: %s; aborting\n", msg.c_str());
+    std::fflush(stderr);
+    MPI_Abort(reg_->control(), 1);
+  }
+  throw error(errc::timeout, msg);
+}
+
+COLLC_INLINE void engine::wait_setup(MPI_Request& req, std::shared_ptr<void> buffer, MPI_Comm* made,
+                                     const std::function<std::string()>& what) {
+  const registry::setup_round round;
+  if (registry::wait_request(req, opt_.timeout_s)) return;
+  reg_->keep_pending(req, std::move(buffer), made);
+  setup_timed_out(what());
 }
 
 [[noreturn]] COLLC_INLINE void engine::report_disagreement(std::uint64_t h, const std::string& text) {
@@ -407,11 +435,26 @@ COLLC_INLINE void engine::agree(const std::int64_t (&mine)[agreed_values], std::
     std::uint64_t hash;
     char text[504];
   };
-  entry mine{};
-  mine.hash = h;
-  std::strncpy(mine.text, text.c_str(), sizeof(mine.text) - 1);
-  std::vector<entry> all(static_cast<std::size_t>(size_));
-  COLLC_MPI_CHECK(MPI_Allgather(&mine, sizeof(entry), MPI_BYTE, all.data(), sizeof(entry), MPI_BYTE, reg_->control()));
+  // Without blocking: a peer that gave up this setup after its timeout
+  // never comes (the late rank's agreement completed with its abandoned one).
+  struct exchange {
+    entry mine{};
+    std::vector<entry> all;
+  };
+  auto ex = std::make_shared<exchange>();
+  ex->mine.hash = h;
+  std::strncpy(ex->mine.text, text.c_str(), sizeof(ex->mine.text) - 1);
+  ex->all.resize(static_cast<std::size_t>(size_));
+  MPI_Request req = MPI_REQUEST_NULL;
+  COLLC_MPI_CHECK(MPI_Iallgather(&ex->mine, sizeof(entry), MPI_BYTE, ex->all.data(), sizeof(entry), MPI_BYTE,
+                                 reg_->control(), &req));
+  wait_setup(req, ex, nullptr, [&] {
+    return "timeout after " + std::to_string(opt_.timeout_s) + " s in the setup of " + text + " on rank " +
+           std::to_string(rank_) +
+           ": the ranks disagree on the plan, and not every rank joined the exchange that says how (a peer gave up "
+           "this setup after its timeout?)";
+  });
+  const std::vector<entry>& all = ex->all;
   std::map<std::uint64_t, std::vector<int>> groups;
   std::vector<std::uint64_t> order;  // by first rank
   for (int r = 0; r < size_; ++r) {
@@ -450,7 +493,21 @@ COLLC_INLINE void engine::bind_all(int arena, std::size_t offset) {
   // Messages of a plan travel on its own communicator, so that the
   // transfers of two plans in flight at once cannot match each other.
   // (Every rank takes this branch alike: the programs hold every rank's code.)
-  if (lay_.any_rank_messages) COLLC_MPI_CHECK(MPI_Comm_dup(reg_->control(), comm_.out()));
+  // Without blocking, as the agreement: a late rank whose agreement completed
+  // with the round its peers abandoned (peers on other nodes, whose setup
+  // state it cannot see) learns here, by a timeout, that they are gone.
+  if (lay_.any_rank_messages) {
+    auto made = std::make_shared<MPI_Comm>(MPI_COMM_NULL);
+    MPI_Request req = MPI_REQUEST_NULL;
+    COLLC_MPI_CHECK(MPI_Comm_idup(reg_->control(), made.get(), &req));
+    wait_setup(req, made, made.get(), [&] {
+      return "timeout after " + std::to_string(opt_.timeout_s) + " s in the setup of " + name_ + " on rank " +
+             std::to_string(rank_) +
+             ": not every rank joined the duplication of its communicator (a peer gave up this setup after its "
+             "timeout, or builds another plan)";
+    });
+    *comm_.out() = *made;
+  }
 
   // The node segment (see the file comment: flags start at zero).
   const std::size_t flag_bytes = static_cast<std::size_t>(lay_.flags) * 64;
@@ -667,19 +724,22 @@ COLLC_INLINE void engine::slow_check(const bound_op& o, int peer, const char* wh
   if (rep.plan_known && rep.plan_tag != plan_tag(plan_id_))
     throw error(errc::mismatch, "mismatched collective calls: " + where() + ", but rank " + std::to_string(peer) +
                                     " runs " + reg_->plan_name_by_tag(rep.plan_tag) + " in that call");
-  if (waited > opt_.timeout_s) {
-    const std::string msg = "timeout after " + std::to_string(waited) + " s: " + where();
-    if (opt_.timeout_action == on_timeout::abort) {
-      std::fprintf(stderr, "collc: %s; aborting\n", msg.c_str());
-      std::fflush(stderr);
-      MPI_Abort(reg_->control(), 1);
-    }
-    throw error(errc::timeout, msg);
-  }
+  if (waited > opt_.timeout_s) timed_out("timeout after " + std::to_string(waited) + " s: " + where());
 }
 
 COLLC_INLINE std::string engine::raised_by(int peer, int origin) {
   return origin >= 0 && origin != peer ? ", first raised by rank " + std::to_string(origin) : std::string();
+}
+
+COLLC_INLINE error engine::foreign_failure() const {
+  const std::string head = name_ + ": the call was abandoned after an exception from inside it (the operator's?)";
+  try {
+    throw;
+  } catch (const std::exception& x) {
+    return error(errc::invalid_argument, head + ": " + x.what());
+  } catch (...) {
+    return error(errc::invalid_argument, head);
+  }
 }
 
 COLLC_INLINE void engine::fail(const error& e) {

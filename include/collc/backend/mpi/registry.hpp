@@ -123,8 +123,9 @@ class registry {
   /// rank that never arrives is a timeout after `timeout_s`, not a hang.
   registry(MPI_Comm user_comm, double timeout_s);
 
-  /// How many threads of this process are in a registry's first round (its
-  /// MPI_Comm_idup and MPI_Iallgather). Open MPI 4.1 breaks a communicator
+  /// How many threads of this process are in a setup's round of
+  /// nonblocking collectives (a registry's first round, its MPI_Comm_idup and
+  /// MPI_Iallgather; a plan's MPI_Comm_idup). Open MPI 4.1 breaks a communicator
   /// duplication in progress when another thread drives its progress engine
   /// at the same time (libnbc reports MPI_ERR_TRUNCATE; seen in pmpi_threads
   /// once collc's waits turned the engine): engine::progress_mpi skips its
@@ -135,6 +136,14 @@ class registry {
     return n;
   }
 
+  /// Counts the calling thread in setups_in_flight() while it lives.
+  struct setup_round {
+    setup_round() noexcept { setups_in_flight().fetch_add(1, std::memory_order_acq_rel); }
+    ~setup_round() { setups_in_flight().fetch_sub(1, std::memory_order_acq_rel); }
+    setup_round(const setup_round&) = delete;
+    setup_round& operator=(const setup_round&) = delete;
+  };
+
   registry(const registry&) = delete;
   registry& operator=(const registry&) = delete;
   ~registry();
@@ -144,14 +153,28 @@ class registry {
   /// `idle`, if given, runs between polls (engine::agree gives the started
   /// plans their turns there: a peer may wait in one before it comes).
   static bool wait_request(MPI_Request& req, double timeout_s, const std::function<void()>& idle = nullptr);
-  /// An agreement a timed-out setup left behind: its request and the buffer
-  /// MPI writes when the late ranks complete it.
+  /// A collective a timed-out setup left behind (its agreement, the
+  /// duplication of a plan's communicator, a disagreement report): its
+  /// request, the buffer MPI writes when the late ranks complete it, and the
+  /// communicator it creates, if any (freed once complete).
   struct pending_agreement {
     MPI_Request request = MPI_REQUEST_NULL;
-    std::unique_ptr<std::int64_t[]> values;
+    std::shared_ptr<void> buffer;
+    MPI_Comm* made = nullptr;  ///< inside `buffer`, for MPI_Comm_idup
   };
-  /// Keeps `values`, which the agreement `req` writes, alive until the registry dies (see ~registry).
-  void keep_pending(MPI_Request req, std::unique_ptr<std::int64_t[]> values);
+  /// Keeps `buffer`, which the collective `req` writes, alive until the registry dies (see ~registry).
+  void keep_pending(MPI_Request req, std::shared_ptr<void> buffer, MPI_Comm* made = nullptr);
+
+  /// Why this rank sets up no more plans on this communicator: the first
+  /// setup that timed out here; empty while setups are allowed. A rank
+  /// cannot take back a collective it gave up waiting for, and a late peer
+  /// completes it with its next one: past such a timeout the ranks no longer
+  /// agree on which setup collective comes next, and one more would pair
+  /// with the wrong call or hang (engine::setup_timed_out).
+  [[nodiscard]] const std::string& setups_refused() const noexcept { return setups_refused_; }
+  void refuse_setups(const std::string& why) {
+    if (setups_refused_.empty()) setups_refused_ = why;
+  }
 
   /// collc's private duplicate of the user's communicator, for setup collectives.
   [[nodiscard]] MPI_Comm control() const noexcept { return control_.get(); }
@@ -270,6 +293,7 @@ class registry {
   std::vector<registry_line*> lines_;
   std::uint64_t* alarm_ = nullptr;  ///< node rank 0's second line
   std::vector<pending_agreement> pending_;
+  std::string setups_refused_;
   std::vector<int> leader_of_;
   std::vector<int> node_index_of_;
 };

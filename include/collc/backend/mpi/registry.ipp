@@ -48,12 +48,7 @@ COLLC_INLINE registry::registry(MPI_Comm user_comm, double timeout_s) {
     auto handle = std::make_unique<MPI_Comm>(MPI_COMM_NULL);
     auto keys = std::make_unique<host_entry[]>(static_cast<std::size_t>(size));
     MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-    struct in_flight {  // setups_in_flight() while this round runs
-      in_flight() { setups_in_flight().fetch_add(1, std::memory_order_acq_rel); }
-      ~in_flight() { setups_in_flight().fetch_sub(1, std::memory_order_acq_rel); }
-      in_flight(const in_flight&) = delete;
-      in_flight& operator=(const in_flight&) = delete;
-    } round;
+    const setup_round round;
     COLLC_MPI_CHECK(MPI_Comm_idup(user_comm, handle.get(), &req[0]));
     COLLC_MPI_CHECK(MPI_Iallgather(mine.get(), sizeof(host_entry), MPI_BYTE, keys.get(), sizeof(host_entry), MPI_BYTE,
                                    user_comm, &req[1]));
@@ -176,14 +171,24 @@ COLLC_INLINE registry::~registry() {
     std::erase(l.all, this);
   }
   while (!pools_.empty()) pools_.erase(pools_.begin());  // in key order on every rank
-  // Agreements abandoned after a timeout complete once the late rank came;
+  // Collectives abandoned after a timeout complete once the late rank came;
   // one that never completes keeps its buffer (MPI may still write it).
+  bool still_pending = false;
   if (!mpi_finalized())
     for (auto& p : pending_) {
       int done = 0;
       if (p.request != MPI_REQUEST_NULL) MPI_Test(&p.request, &done, MPI_STATUS_IGNORE);
-      if (!done) (void)p.values.release();
+      if (!done) {
+        new std::shared_ptr<void>(std::move(p.buffer));  // leaked on purpose
+        still_pending = true;
+      } else if (p.made && *p.made != MPI_COMM_NULL) {
+        MPI_Comm_free(p.made);
+      }
     }
+  // ... and keeps the control communicator: Open MPI 4.1's libnbc goes on
+  // progressing the collective on a freed communicator once the late rank
+  // comes, and crashes (SIGSEGV in mca_pml_ob1_isend under NBC_Progress).
+  if (still_pending) *control_.ptr() = MPI_COMM_NULL;  // left to MPI_Finalize
   control_.reset();
 }
 
@@ -202,8 +207,8 @@ COLLC_INLINE bool registry::wait_request(MPI_Request& req, double timeout_s, con
   }
 }
 
-COLLC_INLINE void registry::keep_pending(MPI_Request req, std::unique_ptr<std::int64_t[]> values) {
-  pending_.push_back({req, std::move(values)});
+COLLC_INLINE void registry::keep_pending(MPI_Request req, std::shared_ptr<void> buffer, MPI_Comm* made) {
+  pending_.push_back({req, std::move(buffer), made});
 }
 
 COLLC_INLINE segment_pool& registry::pool_for(const placement_map& map, int node, int prog) {
