@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -278,6 +279,42 @@ TEST_CASE("a wait longer than the timeout names who waits for whom", "[backend][
     }
     MPI_Barrier(MPI_COMM_WORLD);
   }
+}
+
+namespace {
+long add_longs(const long& a, const long& b) { return a + b; }
+}  // namespace
+
+TEST_CASE("an operator that cannot be called is refused at setup, naming it", "[backend][mpi][errors]") {
+  // The factories default-construct the operator when none is passed: for a
+  // function-pointer type that is a null pointer, which the first call
+  // dereferenced (SIGSEGV, no message); for std::function, an empty one
+  // (std::bad_function_call in the middle of the call).
+  using fn = long (*)(const long&, const long&);
+  auto e = error_of([] { auto p = collc::make_allreduce<long, fn>(MPI_COMM_WORLD, 8); });
+  REQUIRE(e);
+  CHECK(e->first == errc::invalid_argument);
+  CHECK(contains(e->second, "is a null function pointer"));
+  CHECK(contains(e->second, "collc::make_allreduce<T, decltype(&f)>(comm, count, &f)"));
+  e = error_of([] { auto p = collc::make_reduce<long, fn>(MPI_COMM_WORLD, 8, 0, fn{nullptr}); });
+  REQUIRE(e);
+  CHECK(contains(e->second, "collc::make_reduce: the operator"));
+  CHECK(contains(e->second, "(comm, count, root, &f)"));
+  e = error_of([] {
+    auto p = collc::make_reduce_scatter<long, std::function<long(const long&, const long&)>>(MPI_COMM_WORLD, 8);
+  });
+  REQUIRE(e);
+  CHECK(contains(e->second, "is an empty function object"));
+  // Given, the same types work.
+  const int P = world_size();
+  auto p = collc::make_allreduce<long, fn>(MPI_COMM_WORLD, 8, &add_longs);
+  std::vector<long> x(8, 2), y(8);
+  p(x, y);
+  CHECK(y[7] == 2L * P);
+  auto q = collc::make_allreduce<long, std::function<long(const long&, const long&)>>(
+      MPI_COMM_WORLD, 8, std::function<long(const long&, const long&)>(add_longs));
+  q(x, y);
+  CHECK(y[0] == 2L * P);
 }
 
 TEST_CASE("misuse of start and wait", "[backend][mpi][errors]") {

@@ -207,6 +207,17 @@ static element choose(enum kind k) {
   }
 }
 
+/* Element j of p, of pair type `type`: the value, then the index (drawn in
+ * that order), padding zero. */
+#define SET_PAIR(type, value, index)                           \
+  do {                                                         \
+    type pair_;                                                \
+    memset(&pair_, 0, sizeof pair_);                           \
+    pair_.v = (value);                                         \
+    pair_.i = (index);                                         \
+    memcpy((char*)p + j * sizeof pair_, &pair_, sizeof pair_); \
+  } while (0)
+
 /* Rank data that every operator reduces exactly on up to `ranks` ranks. */
 static void fill(enum kind k, const element* e, void* p, size_t n, int rank, int ranks) {
   const int sum = strcmp(e->op_name, "sum") == 0, prod = strcmp(e->op_name, "prod") == 0;
@@ -225,22 +236,8 @@ static void fill(enum kind k, const element* e, void* p, size_t n, int rank, int
         ((int*)p)[2 * j] = draw(3);
         ((int*)p)[2 * j + 1] = rank * 3 + draw(3);
         break;
-      case K_DOUBLE_INT: {
-        double_int d;
-        memset(&d, 0, sizeof d);
-        d.v = draw(3);
-        d.i = draw(5);
-        memcpy((char*)p + j * sizeof d, &d, sizeof d);
-        break;
-      }
-      case K_SHORT_INT: {
-        short_int s;
-        memset(&s, 0, sizeof s);
-        s.v = (short)draw(3);
-        s.i = rank + draw(2);
-        memcpy((char*)p + j * sizeof s, &s, sizeof s);
-        break;
-      }
+      case K_DOUBLE_INT: SET_PAIR(double_int, draw(3), draw(5)); break;
+      case K_SHORT_INT: SET_PAIR(short_int, (short)draw(3), rank + draw(2)); break;
       case K_LONG_DOUBLE: ((long double*)p)[j] = prod ? (draw(2) ? 2.0L : -0.5L) : small * 0.25L; break;
       case K_COMPLEX:
         /* A product of positive reals keeps its imaginary part +0 in any
@@ -257,27 +254,9 @@ static void fill(enum kind k, const element* e, void* p, size_t n, int rank, int
         break;
       case K_INT8: ((int8_t*)p)[j] = (int8_t)(prod ? (draw(2) ? 1 : -1) : sum ? small : draw(256) - 128); break;
       case K_UINT16: ((uint16_t*)p)[j] = (uint16_t)draw(sum ? 65536 / ranks : 65536); break;
-      case K_FLOAT_INT: {
-        const float_int f = {(float)draw(3), draw(5)};
-        memcpy((char*)p + j * sizeof f, &f, sizeof f);
-        break;
-      }
-      case K_LONG_INT: {
-        long_int l;
-        memset(&l, 0, sizeof l);
-        l.v = draw(3) - 1;
-        l.i = draw(5);
-        memcpy((char*)p + j * sizeof l, &l, sizeof l);
-        break;
-      }
-      case K_LONG_DOUBLE_INT: {
-        long_double_int l;
-        memset(&l, 0, sizeof l);
-        l.v = draw(3) * 0.5L;
-        l.i = draw(5);
-        memcpy((char*)p + j * sizeof l, &l, sizeof l);
-        break;
-      }
+      case K_FLOAT_INT: SET_PAIR(float_int, (float)draw(3), draw(5)); break;
+      case K_LONG_INT: SET_PAIR(long_int, draw(3) - 1, draw(5)); break;
+      case K_LONG_DOUBLE_INT: SET_PAIR(long_double_int, draw(3) * 0.5L, draw(5)); break;
       case K_AFFINE:
         ((int*)p)[2 * j] = 1 + draw(MOD - 1);
         ((int*)p)[2 * j + 1] = draw(MOD);

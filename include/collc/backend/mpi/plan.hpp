@@ -38,7 +38,8 @@
 /// unfinished tests (engine::progress), so plans started together (in the
 /// same order on every rank) may be completed in any order on each rank, as
 /// MPI allows; plans of other communicators get those turns only below
-/// MPI_THREAD_MULTIPLE.
+/// MPI_THREAD_MULTIPLE, and a plan whose operator cannot be copied never
+/// (complete it in the same order on every rank).
 #include <collc/algo/schedule.hpp>
 #include <collc/backend/mpi/engine.hpp>
 #include <collc/backend/mpi/options.hpp>

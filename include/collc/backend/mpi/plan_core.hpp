@@ -347,15 +347,39 @@ plan_shape shape_of(collective coll, std::size_t count, int root, const schedule
   return shape;
 }
 
+/// What is missing if `op` cannot be called: a null function pointer or an
+/// empty std::function (the factories default-construct the operator when
+/// none is passed); nullptr if it can.
+template <class Op>
+const char* missing_operator(const Op& op) {
+  if constexpr (std::is_pointer_v<Op> || std::is_member_pointer_v<Op>)
+    return op == nullptr ? "a null function pointer" : nullptr;
+  else if constexpr (requires { op.target_type(); })  // std::function and its kin
+    return static_cast<bool>(op) ? nullptr : "an empty function object";
+  else
+    return nullptr;
+}
+
 /// The common body of every factory (collc::make_*, collc::kokkos::make_*):
 /// checks the argument types, collects the values and builds (collective
 /// over `comm`).
 template <class T, class Op, class... A>
 plan_core<T, Op> make_core(collective coll, MPI_Comm comm, std::size_t count, int root, A&&... args) {
   static_assert(std::is_trivially_copyable_v<T>, "collc::make_*: T must be trivially copyable");
+  // Shared memory, scratch and staging place elements at multiples of 64
+  // bytes (a cache line) from 64-byte-aligned bases: enough for every type
+  // up to alignas(64), not beyond.
+  static_assert(alignof(T) <= 64, "collc::make_*: T's alignment exceeds 64 bytes, the alignment of collc's buffers");
   static_assert(check_plan_args<T, Op, A...>());
   plan_args<Op> pa;
   (pa.take(std::forward<A>(args)), ...);
+  // Every rank runs the same code, so every rank stops here alike, before setup.
+  if (const char* missing = reduces(coll) ? missing_operator(pa.op) : nullptr)
+    throw error(errc::invalid_argument,
+                collc::detail::cat("collc::make_", to_string(coll), ": the operator (", type_name<Op>(), ") is ",
+                                   missing, "; pass the function, e.g. collc::make_", to_string(coll),
+                                   "<T, decltype(&f)>(comm, count, ",
+                                   coll == collective::reduce ? "root, &f)" : "&f)"));
   built_plan b = build_plan(comm, shape_of<T, Op>(coll, count, root, pa.sched), pa.options, pa.sched);
   return plan_core<T, Op>(std::move(b), std::move(pa.op));
 }
