@@ -93,3 +93,12 @@ endfunction()
 collc_add_mpi_test(mpi_test_plan_errors_checks_limit mpi_test_plan_errors RANKS 6 ARGS "[.checks_limit]")
 collc_add_checked_pseudo(1 3 "[plan]")
 collc_add_checked_pseudo(2 4 "[plan]~large messages run in bounded chunks")
+
+# The next job removes /dev/shm segments a dead collc process left behind,
+# and nothing else (tests/mpi/stale_segments.sh). Alone: the kill test
+# compares /dev/shm before and after.
+add_test(NAME mpi_stale_segments_swept
+  COMMAND ${CMAKE_CURRENT_LIST_DIR}/stale_segments.sh ${MPIEXEC_EXECUTABLE} -n 2 ${COLLC_MPIEXEC_FLAGS}
+          $<TARGET_FILE:mpi_test_plan_moved>)
+set_tests_properties(mpi_stale_segments_swept PROPERTIES RUN_SERIAL TRUE TIMEOUT 120
+  ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")

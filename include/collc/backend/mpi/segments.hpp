@@ -117,8 +117,19 @@ class segment_pool {
     ~prepared();
   };
   /// Creates the shared memory of an arena of `capacity` bytes for `ranks`
-  /// ranks (local; "" on failure).
+  /// ranks (local; "" on failure). The first call in a process also sweeps
+  /// stale segments (sweep_stale_segments).
   static prepared prepare(std::size_t capacity, int ranks);
+  /// Removes the names under /dev/shm that collc processes of this user
+  /// left behind when they died between creating a segment and removing its
+  /// name (a rank killed during the first plan's setup: the name lives until
+  /// that setup's agreement): names of collc's own pattern,
+  /// "collc.<pid>.<nonce>.<n>", whose process is gone and which have not
+  /// changed for `stale_after_s` seconds (a live setup removes its name
+  /// within its timeout; the age also spares a live process of another PID
+  /// namespace sharing /dev/shm). Returns how many it removed.
+  static int sweep_stale_segments(double stale_after_s = stale_segment_age_s);
+  static constexpr double stale_segment_age_s = 600;
   /// The first arena this pool adds uses `p` if its capacity is the
   /// arena's: node rank 0 passes what prepare() returned, the others its
   /// name and capacity (the same on every rank, so all take the same path;

@@ -4,18 +4,24 @@
 /// once by src/collc.cpp with COLLC_SEPARATE_COMPILATION (collc/config.hpp).
 #include <collc/backend/mpi/segments.hpp>
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <random>
+#include <string>
 
 namespace collc::mpi {
 
@@ -186,7 +192,32 @@ COLLC_INLINE std::size_t shared_stride(std::size_t capacity) {
   return (capacity + page - 1) / page * page;
 }
 
+COLLC_INLINE int segment_pool::sweep_stale_segments(double stale_after_s) {
+  DIR* dir = ::opendir("/dev/shm");  // where glibc keeps POSIX shared memory
+  if (dir == nullptr) return 0;
+  const auto now = std::chrono::system_clock::now();
+  int removed = 0;
+  while (const dirent* e = ::readdir(dir)) {
+    // collc.<pid>.<hex nonce>.<serial>, as prepare() names them.
+    char* end = nullptr;
+    if (std::strncmp(e->d_name, "collc.", 6) != 0) continue;
+    const long pid = std::strtol(e->d_name + 6, &end, 10);
+    if (pid <= 0 || end == nullptr || *end != '.' || pid == static_cast<long>(::getpid())) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;  // alive (or not ours to ask)
+    struct stat st {};
+    const std::string path = std::string("/dev/shm/") + e->d_name;
+    if (::stat(path.c_str(), &st) != 0 || st.st_uid != ::getuid()) continue;
+    const auto changed = std::chrono::system_clock::from_time_t(st.st_mtime);
+    if (std::chrono::duration<double>(now - changed).count() < stale_after_s) continue;
+    if (::shm_unlink((std::string("/") + e->d_name).c_str()) == 0) ++removed;
+  }
+  ::closedir(dir);
+  return removed;
+}
+
 COLLC_INLINE segment_pool::prepared segment_pool::prepare(std::size_t capacity, int ranks) {
+  static const int swept = sweep_stale_segments();  // once per process
+  (void)swept;
   prepared p;
   p.capacity = capacity;
   const std::size_t bytes = shared_stride(capacity) * static_cast<std::size_t>(ranks);
