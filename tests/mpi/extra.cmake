@@ -32,6 +32,12 @@ foreach(k 2 4)
     PASS_REGULAR_EXPRESSION "collc: timeout after [0-9.]+ s: rank 0 waits for .* from rank [0-9]+ at instruction [0-9]+.*aborting"
     FAIL_REGULAR_EXPRESSION "not aborted")
 endforeach()
+# ... and in setup (it threw there before, whatever COLLC_ON_TIMEOUT said).
+collc_add_mpi_test(mpi_timeout_abort_setup mpi_timeout_helper RANKS 2 ENV COLLC_TIMEOUT=0.5 COLLC_ON_TIMEOUT=abort
+                   ARGS setup)
+set_tests_properties(mpi_timeout_abort_setup_np2 PROPERTIES
+  PASS_REGULAR_EXPRESSION "collc: timeout after [0-9.]+ s in the setup of allreduce count=200 .* rank 1 did not arrive.*aborting"
+  FAIL_REGULAR_EXPRESSION "not aborted")
 
 # Issue 11: the stress test (test_stress.cpp, registered by the glob at
 # COLLC_TEST_RANKS) also at P = 6 (the issue's make_reduce<double>(56176)

@@ -78,7 +78,12 @@ COLLC_INLINE engine::engine(MPI_Comm comm, plan_shape shape, const resolved_opti
   if (inter) throw error(errc::unsupported, "intercommunicators are not supported");
   COLLC_MPI_CHECK(MPI_Comm_rank(comm, &rank_));
   COLLC_MPI_CHECK(MPI_Comm_size(comm, &size_));
-  reg_ = registry_for(comm, opt_.timeout_s);
+  try {
+    reg_ = registry_for(comm, opt_.timeout_s);
+  } catch (const error& e) {
+    if (e.code() == errc::timeout) timed_out(e.what());  // the first plan's round: aborts if asked to
+    throw;
+  }
   const bool order_sensitive = reduces(shape_.coll) && !shape_.commutative;
   map_ = make_placement(node_keys(reg_->physical_leaders(), opt_.ranks_per_node, opt_.place), order_sensitive);
   // Across nodes the default chunk is the network's (options.hpp,
@@ -417,7 +422,7 @@ COLLC_INLINE void engine::timed_out(const std::string& msg) const {
   if (opt_.timeout_action == on_timeout::abort) {
     std::fprintf(stderr, "collc: %s; aborting\n", msg.c_str());
     std::fflush(stderr);
-    MPI_Abort(reg_->control(), 1);
+    MPI_Abort(reg_ ? reg_->control() : MPI_COMM_WORLD, 1);
   }
   throw error(errc::timeout, msg);
 }

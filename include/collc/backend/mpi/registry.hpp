@@ -157,7 +157,7 @@ class registry {
   /// duplication of a plan's communicator, a disagreement report): its
   /// request, the buffer MPI writes when the late ranks complete it, and the
   /// communicator it creates, if any (freed once complete).
-  struct pending_agreement {
+  struct pending_collective {
     MPI_Request request = MPI_REQUEST_NULL;
     std::shared_ptr<void> buffer;
     MPI_Comm* made = nullptr;  ///< inside `buffer`, for MPI_Comm_idup
@@ -292,7 +292,7 @@ class registry {
   segment_pool* physical_ = nullptr;  ///< the physical node's pool (in pools_)
   std::vector<registry_line*> lines_;
   std::uint64_t* alarm_ = nullptr;  ///< node rank 0's second line
-  std::vector<pending_agreement> pending_;
+  std::vector<pending_collective> pending_;
   std::string setups_refused_;
   std::vector<int> leader_of_;
   std::vector<int> node_index_of_;
