@@ -350,8 +350,9 @@ TEST_CASE("update keeps unrelated entries and replaces a corrupt file", "[wisdom
   write(p, "collc-wisdom 1\ngarbage\n");
   std::vector<std::string> warnings;
   wisdom::update(p, {entry_for(4, 1, 10, "recexch{4}")}, &warnings);
-  REQUIRE(warnings.size() == 1);
+  REQUIRE(warnings.size() == 2);
   CHECK_THAT(warnings[0], Catch::Contains("truncated"));
+  CHECK_THAT(warnings[1], Catch::Contains("is replaced: the content ignored above is lost"));
   CHECK(wisdom::load(p).entries().size() == 1);
   // A bad entry is refused before the file is touched.
   const std::string before = read(p);
@@ -398,8 +399,10 @@ collc::error error_of(F&& f) {
 TEST_CASE("update never replaces a file that is not a wisdom file", "[wisdom][safety]") {
   scratch_dir d;
   const fs::path p = d / "notes.txt";  // COLLC_TUNE=1 COLLC_WISDOM=~/notes.txt
-  for (const std::string& notes : {std::string("my notes\nline two\n"), std::string("collc-wisdo"),
-                                   std::string("\0\x01binary", 8), std::string(" collc-wisdom 1\n")}) {
+  for (const std::string& notes :
+       {std::string("my notes\nline two\n"), std::string("collc-wisdo"), std::string("\0\x01binary", 8),
+        std::string(" collc-wisdom 1\n"), std::string("collc-wisdom is a tool I use; my notes:\nline two\n"),
+        std::string("collc-wisdom 1")}) {
     INFO("file holds '" << notes << "'");
     write(p, notes);
     std::vector<std::string> warnings;
@@ -519,6 +522,56 @@ TEST_CASE("a stale lock is taken over", "[wisdom][lock]") {
   wisdom::update(p, {entry_for(4, 1, 10, "recexch{4}")});
   CHECK(wisdom::load(p).entries().size() == 1);
   CHECK(!fs::exists(d / "w.lock"));
+}
+
+TEST_CASE("a wisdom file of a newer format version is never replaced", "[wisdom][safety]") {
+  // Its entries are a newer collc's (a file shared by jobs of two
+  // versions): this collc cannot read them, and replacing the file lost them.
+  scratch_dir d;
+  const fs::path p = d / "w";
+  const std::string newer = "collc-wisdom 2\nentries this collc cannot read\n";
+  write(p, newer);
+  const auto e = error_of([&] { wisdom::update(p, {entry_for(4, 1, 10, "recexch{4}")}); });
+  CHECK(e.code() == errc::io_error);
+  CHECK_THAT(e.what(),
+             Catch::Contains("format version 2, newer than this collc's (1)") && Catch::Contains("untouched"));
+  CHECK(read(p) == newer);
+  CHECK_THROWS_AS(wisdom::clear(p), collc::error);
+  CHECK(read(p) == newer);
+}
+
+TEST_CASE("a file named like the lock is the user's: left alone, written without the lock", "[wisdom][lock]") {
+  // The lock is a directory; an old *file* of that name was removed as a
+  // stale lock.
+  scratch_dir d;
+  const fs::path p = d / "w";
+  write(d / "w.lock", "the user's notes\n");
+  fs::last_write_time(d / "w.lock", fs::file_time_type::clock::now() - std::chrono::minutes(5));
+  std::vector<std::string> warnings;
+  wisdom::update(p, {entry_for(4, 1, 10, "recexch{4}")}, &warnings);
+  CHECK(wisdom::load(p).entries().size() == 1);
+  CHECK(read(d / "w.lock") == "the user's notes\n");
+  REQUIRE(warnings.size() == 1);
+  CHECK_THAT(warnings[0], Catch::Contains("is not a directory") && Catch::Contains("writing without the lock"));
+}
+
+TEST_CASE("a stale lock that cannot be removed is waited out, not spun on forever", "[wisdom][lock]") {
+  // A stale lock directory that is not empty (or not ours to remove): the
+  // writer retried its removal at once, forever, and never gave up.
+  scratch_dir d;
+  const fs::path p = d / "w";
+  fs::create_directory(d / "w.lock");
+  write(d / "w.lock" / "data.txt", "kept\n");
+  fs::last_write_time(d / "w.lock", fs::file_time_type::clock::now() - std::chrono::minutes(5));
+  std::vector<std::string> warnings;
+  const auto t0 = std::chrono::steady_clock::now();
+  wisdom::update(p, {entry_for(4, 1, 10, "recexch{4}")}, &warnings);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(waited < 40);  // the patience is 20 s
+  CHECK(wisdom::load(p).entries().size() == 1);
+  CHECK(read(d / "w.lock" / "data.txt") == "kept\n");
+  REQUIRE(warnings.size() == 1);
+  CHECK_THAT(warnings[0], Catch::Contains("held too long; writing without it"));
 }
 
 TEST_CASE("concurrent writers (threads) lose nothing; readers never see a broken file", "[wisdom][concurrency]") {

@@ -35,11 +35,15 @@
 /// concurrent jobs do not lose each other's entries.
 ///
 /// The path is the user's: writers and clear() never replace or remove a
-/// file that is not a wisdom file (one that does not start with
-/// 'collc-wisdom '; a corrupt wisdom file is replaced, with a warning; an
-/// empty file is taken over for writing, nothing is lost) and never touch a
-/// directory; they throw collc::error(errc::io_error) naming the path and
-/// leave it as it was. A symlink is followed (to any depth): the lock, the
+/// file that is not a wisdom file (one whose first line is not
+/// 'collc-wisdom <format version>'), nor a wisdom file of a newer format
+/// version (a newer collc's entries, which this one cannot read), and never
+/// touch a directory; they throw collc::error(errc::io_error) naming the
+/// path and leave it as it was. A corrupt wisdom file is replaced, with a
+/// warning that says so; an empty file is taken over for writing (nothing is
+/// lost). The lock `<path>.lock` is always a directory: a file of that name
+/// is left alone (the writer goes ahead unlocked, with a warning), and a
+/// stale lock that cannot be removed is waited out like a live one. A symlink is followed (to any depth): the lock, the
 /// temporary file and the rename happen next to its target, so the link
 /// stays a link and every job sharing the target sees the update. Failures
 /// name the system's reason (errno).

@@ -131,11 +131,21 @@ class wisdom::file_lock {
           warnings->push_back(collc::detail::cat("cannot lock ", dir_.string(), ": ", ec.message()));
         return;
       }
-      const auto age = std::filesystem::file_time_type::clock::now() - std::filesystem::last_write_time(dir_, ec);
-      if (!ec && age > stale) {
-        std::filesystem::remove(dir_, ec);
-        continue;
+      // The lock is a directory; anything else by that name is the user's
+      // (never removed) and no lock of a collc writer.
+      const auto type = std::filesystem::symlink_status(dir_, ec).type();
+      if (type == std::filesystem::file_type::not_found) continue;  // let go just now
+      if (!ec && type != std::filesystem::file_type::directory) {
+        if (warnings != nullptr)
+          warnings->push_back(collc::detail::cat("cannot lock ", dir_.string(),
+                                                 ": it exists and is not a directory, as collc's locks are (left as "
+                                                 "it is); writing without the lock"));
+        return;
       }
+      // A stale lock is taken over; one that cannot be removed (not empty,
+      // not ours to remove) is waited out like a live one.
+      const auto age = std::filesystem::file_time_type::clock::now() - std::filesystem::last_write_time(dir_, ec);
+      if (!ec && age > stale && std::filesystem::remove(dir_, ec)) continue;
       if (clock::now() - start > patience) {
         if (warnings != nullptr)
           warnings->push_back(collc::detail::cat("lock ", dir_.string(), " held too long; writing without it"));
@@ -370,7 +380,12 @@ COLLC_INLINE void wisdom::update(const std::filesystem::path& path, const std::v
   // Before the lock, so that nothing is created next to a refused path.
   refuse_foreign(path, file, "replace", true);
   const file_lock lock(file, warnings);
+  const std::size_t said = warnings != nullptr ? warnings->size() : 0;
   wisdom w = load(file, {}, warnings);
+  // load() ignored a wisdom file it could not read whole: its content goes.
+  if (warnings != nullptr && warnings->size() > said && w.entries_.empty())
+    warnings->push_back(
+        collc::detail::cat("wisdom file ", named(path, file), " is replaced: the content ignored above is lost"));
   for (const auto& e : add) w.insert(e);
   w.write_atomically(file);
 }
@@ -478,13 +493,22 @@ COLLC_INLINE void wisdom::refuse_foreign(const std::filesystem::path& path, cons
   if (!in.is_open())
     throw refuse(collc::detail::cat("it cannot be read (", std::generic_category().message(errno),
                                     "), so it cannot be checked to be a collc wisdom file"));
-  char head[header.size()] = {};
-  in.read(head, static_cast<std::streamsize>(header.size()));
-  const auto got = static_cast<std::size_t>(in.gcount());
-  if (got == 0 && empty_ok) return;
-  if (got == 0) throw refuse("it is empty, not a collc wisdom file");
-  if (std::string_view(head, got) != header)
-    throw refuse("it is not a collc wisdom file (it does not start with 'collc-wisdom ')");
+  // The first line, as a wisdom file's: "collc-wisdom <version>".
+  char head[40] = {};
+  in.read(head, static_cast<std::streamsize>(sizeof head));
+  const std::string_view got(head, static_cast<std::size_t>(in.gcount()));
+  if (got.empty() && empty_ok) return;
+  if (got.empty()) throw refuse("it is empty, not a collc wisdom file");
+  const std::size_t nl = got.find('\n');
+  const auto version = got.starts_with(header) && nl != std::string_view::npos
+                           ? detail::wisdom_form::parse_uint<int>(got.substr(header.size(), nl - header.size()))
+                           : std::nullopt;
+  if (!version) throw refuse("it is not a collc wisdom file (its first line is not 'collc-wisdom <format version>')");
+  // A newer collc's file holds what this one cannot read; replacing it
+  // would lose those entries (a file shared by jobs of two versions).
+  if (*version > wisdom_format_version)
+    throw refuse(collc::detail::cat("it is a wisdom file of format version ", *version, ", newer than this collc's (",
+                                    wisdom_format_version, "), whose entries would be lost"));
 }
 
 COLLC_INLINE std::string wisdom::unique_suffix() {
