@@ -43,6 +43,10 @@ COLLC_INLINE std::string rank_list(const std::vector<int>& r) {
 }
 
 COLLC_INLINE int note_finalize(MPI_Comm, int, void*, void*) {
+  // MPI is still whole here (MPI_Finalize deletes MPI_COMM_SELF's
+  // attributes first): setup collectives abandoned after a timeout get their
+  // last chance to complete before the communicators go.
+  registry::settle_abandoned(2.0);
   finalize_seen().store(true, std::memory_order_relaxed);
   return MPI_SUCCESS;
 }

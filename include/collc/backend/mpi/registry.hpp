@@ -162,6 +162,15 @@ class registry {
     std::shared_ptr<void> buffer;
     MPI_Comm* made = nullptr;  ///< inside `buffer`, for MPI_Comm_idup
   };
+  /// Setup collectives abandoned after a timeout whose buffers and handles
+  /// live to the end of the process (a registry's first round; a registry
+  /// that dies before its late ranks came): at MPI_Finalize (engine's
+  /// note_finalize, the first thing MPI_Finalize does) each gets up to
+  /// `seconds` in all to complete, as every rank is there then. Open MPI 4.1
+  /// crashed tearing down a communicator whose MPI_Comm_idup was left
+  /// pending (SIGSEGV in mca_pml_ob1_del_comm, seen with COLLC_TIMEOUT=1e-6).
+  static void abandon(MPI_Request req);
+  static void settle_abandoned(double seconds);
   /// Keeps `buffer`, which the collective `req` writes, alive until the registry dies (see ~registry).
   void keep_pending(MPI_Request req, std::shared_ptr<void> buffer, MPI_Comm* made = nullptr);
 

@@ -56,9 +56,14 @@ COLLC_INLINE registry::registry(MPI_Comm user_comm, double timeout_s) {
       (void)handle.release();
       (void)keys.release();
       (void)mine.release();
+      abandon(req[0]);
+      abandon(req[1]);
+      char t[32];
+      std::snprintf(t, sizeof t, "%g", timeout_s);
       std::string m = "timeout after ";
-      m += std::to_string(timeout_s);
-      m += " s in the setup of the first plan on this communicator: a rank did not arrive (which ranks is not "
+      m += t;
+      m += " s in the setup of the first plan on this communicator: not every rank completed its first round in "
+           "that time (a rank did not arrive, or the timeout is shorter than the round takes; which ranks is not "
            "known before the first plan exists)";
       throw error(errc::timeout, m);
     }
@@ -180,6 +185,7 @@ COLLC_INLINE registry::~registry() {
       if (p.request != MPI_REQUEST_NULL) MPI_Test(&p.request, &done, MPI_STATUS_IGNORE);
       if (!done) {
         new std::shared_ptr<void>(std::move(p.buffer));  // leaked on purpose
+        abandon(p.request);
         still_pending = true;
       } else if (p.made && *p.made != MPI_COMM_NULL) {
         MPI_Comm_free(p.made);
@@ -205,6 +211,39 @@ COLLC_INLINE bool registry::wait_request(MPI_Request& req, double timeout_s, con
     if ((i & 63) == 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s)
       return false;
   }
+}
+
+namespace detail {
+struct abandoned_requests {
+  std::mutex m;
+  std::vector<MPI_Request> all;
+};
+COLLC_INLINE abandoned_requests& abandoned_list() {
+  static abandoned_requests l;
+  return l;
+}
+}  // namespace detail
+
+COLLC_INLINE void registry::abandon(MPI_Request req) {
+  if (req == MPI_REQUEST_NULL) return;
+  auto& l = detail::abandoned_list();
+  const std::lock_guard<std::mutex> lock(l.m);
+  l.all.push_back(req);
+}
+
+COLLC_INLINE void registry::settle_abandoned(double seconds) {
+  auto& l = detail::abandoned_list();
+  const std::lock_guard<std::mutex> lock(l.m);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (MPI_Request& r : l.all)
+    while (r != MPI_REQUEST_NULL) {
+      int done = 0;
+      if (MPI_Test(&r, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+      if (done) break;
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > seconds) return;
+      std::this_thread::yield();
+    }
+  l.all.clear();
 }
 
 COLLC_INLINE void registry::keep_pending(MPI_Request req, std::shared_ptr<void> buffer, MPI_Comm* made) {
