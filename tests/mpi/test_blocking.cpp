@@ -219,6 +219,29 @@ TEST_CASE("where a cached plan's schedule comes from", "[blocking][select]") {
       CHECK(contains(collc::cached_plans(again), "(wisdom)"));
       MPI_Comm_free(&again);
     }
+    {
+      // A boolean like every collc switch: "no" does not tune (it did), and
+      // a word that is none is an error naming it.
+      env_var t("COLLC_TUNE", "no");
+      std::vector<std::int64_t> in2(3000, me + 1), out2(3000);
+      collc::allreduce(comm, in2.data(), out2.data(), 3000);
+      int found = 0;
+      for (const std::string& line : collc::cached_plans(comm))
+        if (contains(line, "count=3000")) {
+          ++found;
+          INFO(line);
+          CHECK(!contains(line, "(tuned)"));
+        }
+      CHECK(found == 1);
+    }
+    {
+      env_var t("COLLC_TUNE", "maybe");
+      std::vector<std::int64_t> in3(3001, 1), out3(3001);
+      const auto e = error_of([&] { collc::allreduce(comm, in3.data(), out3.data(), 3001); });
+      REQUIRE(e);
+      CHECK(e->first == collc::errc::invalid_argument);
+      CHECK(contains(e->second, "COLLC_TUNE='maybe' is not a boolean"));
+    }
     MPI_Comm_free(&comm);
     remove_on_rank0(w);
   }

@@ -23,10 +23,10 @@
 /// concurrent calls on one communicator (neither is MPI's blocking API under
 /// MPI_THREAD_SERIALIZED).
 #include <collc/algo/select.hpp>
-#include <collc/error.hpp>
-#include <collc/ops.hpp>
 #include <collc/backend/mpi/plan.hpp>
 #include <collc/backend/mpi/tune.hpp>
+#include <collc/error.hpp>
+#include <collc/ops.hpp>
 #include <collc/wisdom.hpp>
 
 #include <mpi.h>
@@ -159,8 +159,8 @@ std::pair<algo::schedule, std::string> blocking_schedule(blocking_cache& cache, 
   tune_check(MPI_Comm_size(comm, &P), "MPI_Comm_size");
   if (auto s = algo::override_from_env(c, P, commutative)) return {*s, "override"};
   if (P == 1) return {algo::schedule::copy_in(), "single rank"};
-  if (const char* t = std::getenv("COLLC_TUNE");
-      t != nullptr && std::string_view(t) != "" && std::string_view(t) != "0") {
+  // A boolean, as every collc switch (COLLC_TUNE=no tuned before).
+  if (const auto t = env_value("COLLC_TUNE"); t && parse_env_bool("COLLC_TUNE", *t)) {
     const tune_result r = tune<T, Op>(c, comm, count, {}, op, root);
     return {r.chosen, r.from == tune_result::origin::wisdom ? "wisdom" : "tuned"};
   }
