@@ -222,6 +222,13 @@ TEST_CASE("COLLC_MACHINE_MODEL: the model of the default selection across nodes"
   }
   // One node: the measured rule, whatever the model says.
   const auto one_node = collc::mpi::default_for(collc::collective::allreduce, 4, 4096, true, {}, 2).to_string();
-  env_guard e("COLLC_MACHINE_MODEL", "o_net=1");
-  CHECK(collc::mpi::default_for(collc::collective::allreduce, 4, 4096, true, {}, 2).to_string() == one_node);
+  {
+    env_guard e("COLLC_MACHINE_MODEL", "o_net=1");
+    CHECK(collc::mpi::default_for(collc::collective::allreduce, 4, 4096, true, {}, 2).to_string() == one_node);
+  }
+  // ... but a model that does not parse is an error on one node too (it
+  // was ignored there, and only failed once the job spanned nodes).
+  env_guard e("COLLC_MACHINE_MODEL", "bogus");
+  CHECK_THROWS_WITH(collc::mpi::default_for(collc::collective::allreduce, 4, 4096, true, {}, 2),
+                    Catch::Contains("COLLC_MACHINE_MODEL='bogus'"));
 }

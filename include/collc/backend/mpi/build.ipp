@@ -28,9 +28,12 @@ COLLC_INLINE algo::schedule default_for(collective coll, int P, std::size_t byte
   // One node: the measured rule (fastest here and free to compute, so a later
   // plan sets up in microseconds). Across nodes: the cost-model selector,
   // which the simple rule cannot match at scale.
+  // Read on one node too, where the rule does not use it: a model that does
+  // not parse is an error wherever the job runs, not once it spans nodes.
+  const std::optional<ir::machine_model> model = machine_model_from_env();
   if (one_node) return algo::default_schedule(coll, P, bytes, commutative, node_of, node_cores);
   algo::select_options opt;
-  if (auto m = machine_model_from_env()) opt.model = *m;
+  if (model) opt.model = *model;
   // The chunk a plan between nodes runs with by default (COLLC_CHUNK_BYTES
   // when set; plan_options::chunk_bytes is not seen here).
   const resolved_options env = resolve(plan_options{});
