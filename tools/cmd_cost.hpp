@@ -92,7 +92,7 @@ inline cost_options parse_cost_options(std::span<const std::string_view> args) {
         throw error(errc::invalid_argument,
                     fmt::format("--op must be sum, prod, min, max or matmul (non-commutative), got '{}'", v));
     } else if (a == "--csv") {
-      o.csv = true;
+      o.csv = opt.flag();
     } else if (a == "--alpha") {
       o.model.alpha_net = parse_nonnegative(a, next(), true);
     } else if (a == "--beta") {

@@ -44,7 +44,7 @@ int factors_command(std::span<const std::string_view> args, Out&& out) {
         throw error(errc::invalid_argument, fmt::format("unknown --kind '{}' (recursive or cyclic)", k));
       }
     } else if (a == "--list") {
-      list = true;
+      list = opt.flag();
     } else if (a == "--limit") {
       limit = parse_integer<std::uint64_t>(a, opt.value(), 0, any);
     } else if (a == "-h" || a == "--help") {

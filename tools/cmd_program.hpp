@@ -115,7 +115,7 @@ inline program_options parse_program_options(std::span<const std::string_view> a
     } else if (a == "--roots") {
       o.roots = parse_int(a, next(), 1, 1 << 16);
     } else if (a == "--fold") {
-      o.fold = true;
+      o.fold = opt.flag();
     } else if (a == "--op") {
       const auto v = next();
       if (v == "sum" || v == "prod" || v == "min" || v == "max")
@@ -126,11 +126,11 @@ inline program_options parse_program_options(std::span<const std::string_view> a
         throw error(errc::invalid_argument,
                     fmt::format("--op must be sum, prod, min, max or matmul (non-commutative), got '{}'", v));
     } else if (a == "--in-place") {
-      o.in_place = true;
+      o.in_place = opt.flag();
     } else if (a == "--executions") {
       o.executions = parse_int(a, next(), 1, 16);
     } else if (a == "--element-by-element") {
-      o.element_groups = false;
+      o.element_groups = !opt.flag();
     } else if (a == "--memory-limit") {
       o.memory_limit = parse_integer<std::uint64_t>(a, next(), 0, std::uint64_t{1} << 20) << 30;
     } else if (a == "--dot") {

@@ -64,7 +64,7 @@ inline int run_select(std::span<const std::string_view> args) {
     } else if (a == "--model") {
       opt.model = ir::parse_machine_model(next());
     } else if (a == "--sweep") {
-      sweep = true;
+      sweep = cur.flag();
     } else if (a == "--collective") {
       const auto v = next();
       bool found = false;

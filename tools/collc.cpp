@@ -2,6 +2,9 @@
 // and exposes `int run_<name>(std::span<const std::string_view> args)`.
 #include <fmt/core.h>
 
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <exception>
 #include <span>
 #include <string_view>
@@ -55,12 +58,20 @@ int main(int argc, char** argv) {
   if (args[0] == "help" || args[0] == "--help" || args[0] == "-h") return usage(stdout);
   for (const auto& c : commands) {
     if (c.name != args[0] || c.run == nullptr) continue;
+    int rc = 2;
     try {
-      return c.run(std::span<const std::string_view>(args).subspan(1));
+      rc = c.run(std::span<const std::string_view>(args).subspan(1));
     } catch (const std::exception& e) {
       fmt::print(stderr, "collc {}: {}\n", c.name, e.what());
       return 2;
     }
+    // Output that did not reach its file (a full disk, /dev/full, a closed
+    // pipe) is a failure too, not a success with nothing written.
+    if (std::fflush(stdout) != 0 || std::ferror(stdout) != 0) {
+      fmt::print(stderr, "collc {}: cannot write to standard output: {}\n", c.name, std::strerror(errno));
+      return 2;
+    }
+    return rc;
   }
   fmt::print(stderr, "collc: unknown command '{}' (try 'collc help')\n", args[0]);
   return 2;

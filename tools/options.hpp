@@ -40,6 +40,12 @@ class option_cursor {
   [[nodiscard]] std::string_view name() const { return name_; }
   /// The argument as given, for error messages.
   [[nodiscard]] std::string_view raw() const { return args_[i_]; }
+  /// Marks a flag (an option without a value): true, or an error for
+  /// "--list=no", which would otherwise read as --list.
+  [[nodiscard]] bool flag() const {
+    if (has_inline_) throw error(errc::invalid_argument, fmt::format("{} takes no value, got '{}'", name_, raw()));
+    return true;
+  }
   /// The option's value: after '=' or the next argument (consumed).
   std::string_view value() {
     if (has_inline_) return inline_;
