@@ -537,8 +537,16 @@ TEST_CASE("COLLC_TIMEOUT sets the default timeout in seconds", "[backend][local]
   ::setenv("COLLC_TIMEOUT", "0.25", 1);
   CHECK(local::default_timeout() == std::chrono::milliseconds(250));
   CHECK(local::options{}.timeout == std::chrono::milliseconds(250));
-  ::setenv("COLLC_TIMEOUT", "nonsense", 1);
-  CHECK(local::default_timeout() == std::chrono::seconds(30));
+  ::setenv("COLLC_TIMEOUT", "inf", 1);  // never: a century
+  CHECK(local::default_timeout() == std::chrono::hours(24 * 365 * 100));
+  ::setenv("COLLC_TIMEOUT", "1e300", 1);
+  CHECK(local::default_timeout() == std::chrono::hours(24 * 365 * 100));
+  // Not a positive number: an error naming it (it fell back to 30 s without a word).
+  for (const char* bad : {"nonsense", "0", "-1", " 5", "5s", "nan"}) {
+    ::setenv("COLLC_TIMEOUT", bad, 1);
+    CHECK_THROWS_WITH(local::default_timeout(),
+                      Catch::Contains(std::string("COLLC_TIMEOUT='") + bad + "' is not a positive number of seconds"));
+  }
   ::unsetenv("COLLC_TIMEOUT");
   CHECK(local::default_timeout() == std::chrono::seconds(30));
 }

@@ -295,6 +295,13 @@ inline std::string format_seconds(double s) {
 }
 
 inline int run_cost(std::span<const std::string_view> args) {
+  if (asks_for_help(args)) {
+    fmt::print(
+        "usage: collc cost --ranks P --bytes N [--ranks-per-node L] [--collective C] [--op sum|prod|min|max|matmul]\n"
+        "                  [--csv] [--model TERMS | --alpha S --beta S/B --gamma S/B --o-net S --alpha-sync S\n"
+        "                  --beta-copy S/B --shm-bandwidth B/S]\n");
+    return 0;
+  }
   const auto o = parse_cost_options(args);
   best_schedule rec, cyc;
   const auto rows = cost_table(o, &rec, &cyc);

@@ -37,6 +37,13 @@ inline std::string bytes_text(std::size_t b) {
 }
 
 inline int run_select(std::span<const std::string_view> args) {
+  if (asks_for_help(args)) {
+    fmt::print(
+        "usage: collc select --ranks P [--topology \"pack:2 numa:4 core:16 pu:1\"] [--ranks-per-node L] [--bytes N]\n"
+        "                    [--collective C] [--op sum|prod|min|max|matmul] [--chunk-bytes N] [--model TERMS]\n"
+        "                    [--top K] [--tolerance X] [--sweep]\n");
+    return 0;
+  }
   std::string topology;
   bool topology_given = false, sweep = false, commutative = true;
   int ranks = 0, ranks_per_node = 0, top = 5;

@@ -23,6 +23,10 @@
 namespace collc::tool {
 
 inline int run_wisdom(std::span<const std::string_view> args) {
+  if (asks_for_help(args)) {
+    fmt::print("usage: collc wisdom show|clear [--file PATH] (default: $COLLC_WISDOM)\n");
+    return 0;
+  }
   if (args.empty() || (args[0] != "show" && args[0] != "clear"))
     throw error(errc::invalid_argument, "usage: collc wisdom show|clear [--file PATH] (default: $COLLC_WISDOM)");
   const std::string_view action = args[0];

@@ -71,6 +71,14 @@ class option_cursor {
   bool has_inline_ = false;
 };
 
+/// Whether `args` ask for help ("-h" or "--help" anywhere): the subcommand
+/// prints its usage to stdout and exits 0 instead of parsing them.
+inline bool asks_for_help(std::span<const std::string_view> args) {
+  for (std::string_view a : args)
+    if (a == "-h" || a == "--help") return true;
+  return false;
+}
+
 /// "unknown option '--frobnicate'"
 inline error unknown_option(std::string_view raw) {
   return error(errc::invalid_argument, fmt::format("unknown option '{}'", raw));

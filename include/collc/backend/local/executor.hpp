@@ -37,6 +37,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -51,6 +52,8 @@
 #include <new>
 #include <span>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <variant>
@@ -59,15 +62,24 @@
 namespace collc::local {
 
 /// How long a wait or recv may block before it throws errc::timeout: the
-/// environment variable COLLC_TIMEOUT in seconds (may be fractional) when it is
-/// set to a positive number, otherwise 30 s.
+/// environment variable COLLC_TIMEOUT in seconds (may be fractional; `inf`:
+/// never), as the MPI backend reads it, otherwise 30 s. A value that is not
+/// a positive number is errc::invalid_argument naming it (it fell back to
+/// 30 s without a word).
 inline std::chrono::milliseconds default_timeout() {
-  if (const char* s = std::getenv("COLLC_TIMEOUT")) {
-    char* end = nullptr;
-    const double seconds = std::strtod(s, &end);
-    if (end != s && seconds > 0) return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
-  }
-  return std::chrono::seconds(30);
+  const char* s = std::getenv("COLLC_TIMEOUT");
+  if (s == nullptr || *s == '\0') return std::chrono::seconds(30);
+  const std::string_view v(s);
+  double seconds = -1;
+  const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), seconds);
+  if (ec != std::errc{} || ptr != v.data() + v.size() || !(seconds > 0))
+    throw error(errc::invalid_argument,
+                "COLLC_TIMEOUT='" + std::string(v) + "' is not a positive number of seconds (or inf: never)");
+  // Never (inf, or more than a century): a century, which deadlines in
+  // steady_clock's nanoseconds still hold (milliseconds::max() overflows them).
+  constexpr std::chrono::milliseconds never = std::chrono::hours(24 * 365 * 100);
+  if (!(seconds * 1000.0 < static_cast<double>(never.count()))) return never;
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
 }
 
 /// Run-time settings of a local runner.
