@@ -135,6 +135,7 @@ inline program_options parse_program_options(std::span<const std::string_view> a
       o.memory_limit = parse_integer<std::uint64_t>(a, next(), 0, std::uint64_t{1} << 20) << 30;
     } else if (a == "--dot") {
       o.dot = std::string(next());
+      if (o.dot.empty()) throw error(errc::invalid_argument, "--dot needs a file name, got ''");
     } else if (a == "-h" || a == "--help") {
       o.help = true;
       return o;  // nothing else is required or checked

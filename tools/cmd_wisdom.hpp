@@ -47,6 +47,13 @@ inline int run_wisdom(std::span<const std::string_view> args) {
     fmt::print("{} {}\n", existed ? "removed" : "no file at", file->string());
     return 0;
   }
+  if (file->empty()) throw error(errc::invalid_argument, "--file needs a path, got ''");
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(*file, ec))) {
+    // As clear says: not "0 entries", which reads as an empty wisdom file.
+    fmt::print("no file at {}\n", file->string());
+    return 0;
+  }
   const wisdom w = wisdom::load(*file, {}, &warnings);
   for (const auto& m : warnings) fmt::print(stderr, "collc wisdom: warning: {}\n", m);
   fmt::print("{}: {} entr{}\n", file->string(), w.entries().size(), w.entries().size() == 1 ? "y" : "ies");

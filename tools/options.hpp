@@ -21,6 +21,7 @@
 #include <span>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include <collc/error.hpp>
 
@@ -63,9 +64,16 @@ class option_cursor {
       name_ = name_.substr(0, eq);
       has_inline_ = true;
     }
+    // An option given twice is an error, not "the last one wins" unseen.
+    if (name_.starts_with("--")) {
+      for (std::string_view seen : seen_)
+        if (seen == name_) throw error(errc::invalid_argument, fmt::format("{} is given twice", name_));
+      seen_.push_back(name_);
+    }
   }
 
   std::span<const std::string_view> args_;
+  std::vector<std::string_view> seen_;
   std::size_t i_ = 0;
   std::string_view name_, inline_;
   bool has_inline_ = false;
