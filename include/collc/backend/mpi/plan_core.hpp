@@ -375,11 +375,11 @@ plan_core<T, Op> make_core(collective coll, MPI_Comm comm, std::size_t count, in
   (pa.take(std::forward<A>(args)), ...);
   // Every rank runs the same code, so every rank stops here alike, before setup.
   if (const char* missing = reduces(coll) ? missing_operator(pa.op) : nullptr)
-    throw error(errc::invalid_argument,
-                collc::detail::cat("collc::make_", to_string(coll), ": the operator (", type_name<Op>(), ") is ",
-                                   missing, "; pass the function, e.g. collc::make_", to_string(coll),
-                                   "<T, decltype(&f)>(comm, count, ",
-                                   coll == collective::reduce ? "root, &f)" : "&f)"));
+    throw error(
+        errc::invalid_argument,
+        collc::detail::cat("collc::make_", to_string(coll), ": the operator (", type_name<Op>(), ") is ", missing,
+                           "; pass the function, e.g. collc::make_", to_string(coll), "<T, decltype(&f)>(comm, count, ",
+                           coll == collective::reduce ? "root, &f)" : "&f)"));
   built_plan b = build_plan(comm, shape_of<T, Op>(coll, count, root, pa.sched), pa.options, pa.sched);
   return plan_core<T, Op>(std::move(b), std::move(pa.op));
 }
