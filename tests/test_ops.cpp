@@ -59,6 +59,9 @@ TEST_CASE("named operators compute the MPI operation and return T", "[ops]") {
   STATIC_REQUIRE(std::is_same_v<decltype(plus{}(std::int8_t{1}, std::int8_t{1})), std::int8_t>);
   CHECK(plus{}(std::int8_t{100}, std::int8_t{100}) == std::int8_t{-56});
   CHECK(prod{}(std::uint8_t{16}, std::uint8_t{17}) == std::uint8_t{16});
+  // uint16 * uint16 is computed in int, where 65535 * 65535 overflows (undefined;
+  // in a constant expression, not a constant): it must wrap as uint16 does.
+  STATIC_REQUIRE(prod{}(std::uint16_t{65535}, std::uint16_t{65535}) == std::uint16_t{1});
   CHECK(plus{}(0.5, 0.25) == 0.75);
 }
 

@@ -70,7 +70,14 @@ struct plus {
 struct prod {
   template <class T>
   requires detail::multipliable<T>
-  constexpr T operator()(const T& a, const T& b) const { return static_cast<T>(a * b); }
+  constexpr T operator()(const T& a, const T& b) const {
+    // An unsigned type narrower than int is promoted to (signed) int, where
+    // 65535 * 65535 overflows: multiply as unsigned, which wraps as T does.
+    if constexpr (std::is_integral_v<T> && std::is_unsigned_v<T> && sizeof(T) < sizeof(unsigned))
+      return static_cast<T>(static_cast<unsigned>(a) * static_cast<unsigned>(b));
+    else
+      return static_cast<T>(a * b);
+  }
 };
 /// The smaller of a and b (a on ties).  Example: `collc::min{}(2, 3) == 2`.
 struct min {
