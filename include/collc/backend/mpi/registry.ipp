@@ -4,6 +4,8 @@
 /// once by src/collc.cpp with COLLC_SEPARATE_COMPILATION (collc/config.hpp).
 #include <collc/backend/mpi/registry.hpp>
 
+#include <collc/backend/mpi/options.hpp>
+
 #include <collc/topology.hpp>
 
 #include <algorithm>
@@ -58,10 +60,8 @@ COLLC_INLINE registry::registry(MPI_Comm user_comm, double timeout_s) {
       (void)mine.release();
       abandon(req[0]);
       abandon(req[1]);
-      char t[32];
-      std::snprintf(t, sizeof t, "%g", timeout_s);
       std::string m = "timeout after ";
-      m += t;
+      m += format_seconds(timeout_s);
       m += " s in the setup of the first plan on this communicator: not every rank completed its first round in "
            "that time (a rank did not arrive, or the timeout is shorter than the round takes; which ranks is not "
            "known before the first plan exists)";
