@@ -41,16 +41,19 @@ struct program_options {
   std::size_t count = 0;
   bool count_given = false;
   int root = 0;
+  bool root_given = false;
   int ranks_per_node = 0;
   int arity = 2;
   int roots = 1;
   bool fold = false;
+  bool tree_shape_given = false;  // --arity or --roots
   bool commutative = true;  // --op sum (default) or a non-commutative op
   bool in_place = false;
   std::uint64_t memory_limit = ir::verify_options{}.memory_limit;  // bytes; 0: none
   int executions = 2;
   bool element_groups = ir::verify_options{}.element_groups;  // --element-by-element: false
   std::string dot;
+  std::string_view verify_only;  // the first verify-only option given ("--in-place", ...), for show's error
   bool help = false;  // -h / --help: the command prints its usage and does nothing else
 };
 
@@ -69,6 +72,22 @@ inline constexpr std::string_view program_options_help =
     "  --fold                recexch: the ranks beyond the factor product fold into partners\n"
     "  --op OP               sum | prod | min | max | matmul (non-commutative) (default sum)\n"
     "  --dot FILE            also write the data-flow graph (Graphviz)\n";
+
+/// An option that the chosen schedule or collective would ignore is an error
+/// that says so: `--algo tree --factors=-2,2` verifying a tree while the user
+/// believes the factor set was proved is a silent wrong answer of the tool.
+inline void refuse_options_that_do_not_apply(const program_options& o) {
+  const auto refuse = [](std::string what) { throw error(errc::invalid_argument, std::move(what)); };
+  const std::string algo = o.fam_given ? fmt::format("--algo {}", to_string(o.fam)) : "--algo recexch (the default)";
+  if (o.factors_given && (o.fam == algo::family::tree || o.fam == algo::family::copy_in))
+    refuse(fmt::format("--factors does not apply to {}: a factor set describes recexch and cyclic schedules", algo));
+  if (o.tree_shape_given && o.fam != algo::family::tree)
+    refuse(fmt::format("--arity and --roots apply to --algo tree only, not to {}", algo));
+  if (o.fold && o.fam != algo::family::recursive_exchange)
+    refuse(fmt::format("--fold applies to --algo recexch only, not to {}", algo));
+  if (o.root_given && o.coll != collective::reduce && o.coll != collective::bcast)
+    refuse(fmt::format("--root applies to --collective reduce and bcast only; {} has no root", to_string(o.coll)));
+}
 
 inline program_options parse_program_options(std::span<const std::string_view> args) {
   program_options o;
@@ -108,12 +127,15 @@ inline program_options parse_program_options(std::span<const std::string_view> a
       o.count_given = true;
     } else if (a == "--root") {
       o.root = parse_int(a, next(), 0, 1 << 16);
+      o.root_given = true;
     } else if (a == "--ranks-per-node") {
       o.ranks_per_node = parse_int(a, next(), 1, 1 << 16);
     } else if (a == "--arity") {
       o.arity = parse_int(a, next(), 0, 1 << 16);
+      o.tree_shape_given = true;
     } else if (a == "--roots") {
       o.roots = parse_int(a, next(), 1, 1 << 16);
+      o.tree_shape_given = true;
     } else if (a == "--fold") {
       o.fold = opt.flag();
     } else if (a == "--op") {
@@ -127,10 +149,13 @@ inline program_options parse_program_options(std::span<const std::string_view> a
                     fmt::format("--op must be sum, prod, min, max or matmul (non-commutative), got '{}'", v));
     } else if (a == "--in-place") {
       o.in_place = opt.flag();
+      if (o.verify_only.empty()) o.verify_only = a;
     } else if (a == "--executions") {
       o.executions = parse_int(a, next(), 1, 16);
+      if (o.verify_only.empty()) o.verify_only = a;
     } else if (a == "--element-by-element") {
       o.element_groups = !opt.flag();
+      if (o.verify_only.empty()) o.verify_only = a;
     } else if (a == "--memory-limit") {
       o.memory_limit = parse_integer<std::uint64_t>(a, next(), 0, std::uint64_t{1} << 20) << 30;
     } else if (a == "--dot") {
@@ -146,6 +171,7 @@ inline program_options parse_program_options(std::span<const std::string_view> a
   if (o.ranks == 0) throw error(errc::invalid_argument, "--ranks P is required");
   if (o.root >= o.ranks)
     throw error(errc::invalid_argument, fmt::format("--root {} is not a rank of {}", o.root, o.ranks));
+  refuse_options_that_do_not_apply(o);
   if (!o.count_given) o.count = static_cast<std::size_t>(o.ranks) * 2;
   return o;
 }
@@ -234,6 +260,10 @@ inline int run_show(std::span<const std::string_view> args) {
         program_options_help);
     return 0;
   }
+  if (!o.verify_only.empty())
+    throw error(errc::invalid_argument,
+                fmt::format("{} applies to collc verify only; collc show prints the program, which it does not change",
+                            o.verify_only));
   const auto p = lower_from(o);
   fmt::print("{}", ir::to_text(p));
   write_dot(o, p);
