@@ -47,14 +47,14 @@ struct program_options {
   int roots = 1;
   bool fold = false;
   bool tree_shape_given = false;  // --arity or --roots
-  bool commutative = true;  // --op sum (default) or a non-commutative op
+  bool commutative = true;        // --op sum (default) or a non-commutative op
   bool in_place = false;
   std::uint64_t memory_limit = ir::verify_options{}.memory_limit;  // bytes; 0: none
   int executions = 2;
   bool element_groups = ir::verify_options{}.element_groups;  // --element-by-element: false
   std::string dot;
   std::string_view verify_only;  // the first verify-only option given ("--in-place", ...), for show's error
-  bool help = false;  // -h / --help: the command prints its usage and does nothing else
+  bool help = false;             // -h / --help: the command prints its usage and does nothing else
 };
 
 /// The options both commands take, for their --help.
