@@ -62,8 +62,12 @@ inline constexpr std::uint64_t search_limit = 200000;
 
 inline cost_options parse_cost_options(std::span<const std::string_view> args) {
   cost_options o;
+  std::string_view single_term;  // the first of --alpha ... --o-net given
   for (option_cursor opt(args); opt.more(); opt.advance()) {
     const std::string_view a = opt.name();
+    if (single_term.empty() && (a == "--alpha" || a == "--beta" || a == "--gamma" || a == "--alpha-sync" ||
+                                a == "--beta-copy" || a == "--shm-bandwidth" || a == "--o-net"))
+      single_term = a;
     auto next = [&]() -> std::string_view { return opt.value(); };
     if (a == "--ranks") {
       o.ranks = parse_int(a, next(), 1, 65536);
@@ -108,6 +112,11 @@ inline cost_options parse_cost_options(std::span<const std::string_view> args) {
     } else if (a == "--o-net") {
       o.model.o_net = parse_nonnegative(a, next(), true);
     } else if (a == "--model") {  // every term at once, as COLLC_MACHINE_MODEL / collc-bench --calibrate print it
+      // A single-term option before --model would be overwritten by it, unseen.
+      if (!single_term.empty())
+        throw error(errc::invalid_argument, fmt::format("{} is given before --model, which sets every term; give "
+                                                        "single terms after --model to change them",
+                                                        single_term));
       o.model = ir::parse_machine_model(next());
     } else {
       throw unknown_option(opt.raw());

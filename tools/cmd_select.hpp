@@ -45,7 +45,7 @@ inline int run_select(std::span<const std::string_view> args) {
     return 0;
   }
   std::string topology;
-  bool topology_given = false, sweep = false, commutative = true;
+  bool topology_given = false, sweep = false, commutative = true, bytes_given = false, top_given = false;
   int ranks = 0, ranks_per_node = 0, top = 5;
   std::size_t bytes = 8;
   collective coll = collective::allreduce;
@@ -62,10 +62,12 @@ inline int run_select(std::span<const std::string_view> args) {
       ranks_per_node = parse_int(a, next(), 1, 1 << 16);
     } else if (a == "--bytes") {
       bytes = parse_size(a, next(), 0, std::uint64_t{1} << 40);
+      bytes_given = true;
     } else if (a == "--chunk-bytes") {
       opt.chunk_bytes = parse_size(a, next(), 64, std::uint64_t{1} << 40);
     } else if (a == "--top") {
       top = parse_int(a, next(), 1, 1000);
+      top_given = true;
     } else if (a == "--tolerance") {
       opt.tie_tolerance = parse_number(a, next(), 0, 10);
     } else if (a == "--model") {
@@ -96,6 +98,10 @@ inline int run_select(std::span<const std::string_view> args) {
     }
   }
   if (ranks == 0) throw error(errc::invalid_argument, "--ranks P is required");
+  if (sweep && (bytes_given || top_given))
+    throw error(errc::invalid_argument, fmt::format("{} does not apply with --sweep, which prints the chosen schedule "
+                                                    "of every size from 8 B to 16 MiB",
+                                                    bytes_given ? "--bytes" : "--top"));
 
   node_topology node;
   std::string source;
