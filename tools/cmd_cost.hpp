@@ -77,24 +77,9 @@ inline cost_options parse_cost_options(std::span<const std::string_view> args) {
     } else if (a == "--ranks-per-node") {
       o.ranks_per_node = parse_int(a, next(), 1, 65536);
     } else if (a == "--collective") {
-      const auto v = next();
-      bool found = false;
-      for (auto c : {collective::allreduce, collective::reduce_scatter, collective::allgather, collective::reduce,
-                     collective::bcast})
-        if (v == to_string(c)) o.coll = c, found = true;
-      if (!found)
-        throw error(
-            errc::invalid_argument,
-            fmt::format("--collective must be allreduce, reduce_scatter, allgather, reduce or bcast, got '{}'", v));
+      o.coll = parse_collective(a, next());
     } else if (a == "--op") {
-      const auto v = next();
-      if (v == "sum" || v == "prod" || v == "min" || v == "max")
-        o.commutative = true;
-      else if (v == "matmul" || v == "noncommutative")
-        o.commutative = false;
-      else
-        throw error(errc::invalid_argument,
-                    fmt::format("--op must be sum, prod, min, max or matmul (non-commutative), got '{}'", v));
+      o.commutative = parse_commutative_op(a, next());
     } else if (a == "--csv") {
       o.csv = opt.flag();
     } else if (a == "--alpha") {

@@ -113,15 +113,7 @@ inline program_options parse_program_options(std::span<const std::string_view> a
         throw error(errc::invalid_argument, fmt::format("--algo must be recexch, cyclic, tree or copyin, got '{}'", v));
       o.fam_given = true;
     } else if (a == "--collective") {
-      const auto v = next();
-      bool found = false;
-      for (auto c : {collective::allreduce, collective::reduce_scatter, collective::allgather, collective::reduce,
-                     collective::bcast})
-        if (v == to_string(c)) o.coll = c, found = true;
-      if (!found)
-        throw error(
-            errc::invalid_argument,
-            fmt::format("--collective must be allreduce, reduce_scatter, allgather, reduce or bcast, got '{}'", v));
+      o.coll = parse_collective(a, next());
     } else if (a == "--count") {
       o.count = parse_integer<std::size_t>(a, next(), 0, std::size_t{1} << 40);
       o.count_given = true;
@@ -139,14 +131,7 @@ inline program_options parse_program_options(std::span<const std::string_view> a
     } else if (a == "--fold") {
       o.fold = opt.flag();
     } else if (a == "--op") {
-      const auto v = next();
-      if (v == "sum" || v == "prod" || v == "min" || v == "max")
-        o.commutative = true;
-      else if (v == "matmul" || v == "noncommutative")
-        o.commutative = false;
-      else
-        throw error(errc::invalid_argument,
-                    fmt::format("--op must be sum, prod, min, max or matmul (non-commutative), got '{}'", v));
+      o.commutative = parse_commutative_op(a, next());
     } else if (a == "--in-place") {
       o.in_place = opt.flag();
       if (o.verify_only.empty()) o.verify_only = a;

@@ -75,24 +75,9 @@ inline int run_select(std::span<const std::string_view> args) {
     } else if (a == "--sweep") {
       sweep = cur.flag();
     } else if (a == "--collective") {
-      const auto v = next();
-      bool found = false;
-      for (auto c : {collective::allreduce, collective::reduce_scatter, collective::allgather, collective::reduce,
-                     collective::bcast})
-        if (v == to_string(c)) coll = c, found = true;
-      if (!found)
-        throw error(
-            errc::invalid_argument,
-            fmt::format("--collective must be allreduce, reduce_scatter, allgather, reduce or bcast, got '{}'", v));
+      coll = parse_collective(a, next());
     } else if (a == "--op") {
-      const auto v = next();
-      if (v == "sum" || v == "prod" || v == "min" || v == "max")
-        commutative = true;
-      else if (v == "matmul" || v == "noncommutative")
-        commutative = false;
-      else
-        throw error(errc::invalid_argument,
-                    fmt::format("--op must be sum, prod, min, max or matmul (non-commutative), got '{}'", v));
+      commutative = parse_commutative_op(a, next());
     } else {
       throw unknown_option(cur.raw());
     }

@@ -23,6 +23,7 @@
 #include <system_error>
 #include <vector>
 
+#include <collc/core.hpp>
 #include <collc/error.hpp>
 
 namespace collc::tool {
@@ -157,6 +158,24 @@ inline double parse_number(std::string_view option, std::string_view text, doubl
   if (text.empty() || ec != std::errc{} || ptr != end || !(v >= lo && v <= hi))
     throw error(errc::invalid_argument, fmt::format("{} expects a number in [{}, {}], got '{}'", option, lo, hi, text));
   return v;
+}
+
+/// The value of --collective: one of the five collectives by its name.
+inline collective parse_collective(std::string_view option, std::string_view text) {
+  for (auto c : {collective::allreduce, collective::reduce_scatter, collective::allgather, collective::reduce,
+                 collective::bcast})
+    if (text == to_string(c)) return c;
+  throw error(errc::invalid_argument,
+              fmt::format("{} must be allreduce, reduce_scatter, allgather, reduce or bcast, got '{}'", option, text));
+}
+
+/// The value of --op, as the one property the tools use: whether the
+/// operator is commutative (sum, prod, min, max) or not (matmul).
+inline bool parse_commutative_op(std::string_view option, std::string_view text) {
+  if (text == "sum" || text == "prod" || text == "min" || text == "max") return true;
+  if (text == "matmul" || text == "noncommutative") return false;
+  throw error(errc::invalid_argument,
+              fmt::format("{} must be sum, prod, min, max or matmul (non-commutative), got '{}'", option, text));
 }
 
 }  // namespace collc::tool
