@@ -114,3 +114,18 @@ add_test(NAME mpi_stale_segments_swept
           $<TARGET_FILE:mpi_test_plan_moved>)
 set_tests_properties(mpi_stale_segments_swept PROPERTIES RUN_SERIAL TRUE TIMEOUT 120
   ENVIRONMENT "OMPI_MCA_rmaps_base_oversubscribe=1")
+
+# A /dev/shm too small for the plans' segments (tests/mpi/shm_full.sh: a
+# private tmpfs of 3 MiB): the window fallback, not SIGBUS inside a call.
+# Open MPI only (its MCA variables move its own files out of the way).
+execute_process(COMMAND ${MPIEXEC_EXECUTABLE} --version OUTPUT_VARIABLE _collc_shm_mpiexec ERROR_QUIET)
+if(_collc_shm_mpiexec MATCHES "Open MPI|OpenRTE")
+  add_executable(mpi_shm_full_helper ${CMAKE_CURRENT_LIST_DIR}/shm_full_helper.cpp)
+  target_link_libraries(mpi_shm_full_helper PRIVATE collc_project_mpi collc_warnings)
+  add_test(NAME mpi_shm_full
+    COMMAND ${CMAKE_CURRENT_LIST_DIR}/shm_full.sh 3m ${MPIEXEC_EXECUTABLE} -n 2 ${COLLC_MPIEXEC_FLAGS}
+            $<TARGET_FILE:mpi_shm_full_helper>)
+  set_tests_properties(mpi_shm_full PROPERTIES TIMEOUT 120 SKIP_RETURN_CODE 77
+    PASS_REGULAR_EXPRESSION "16 plans alive, 0 wrong elements: PASS"
+    FAIL_REGULAR_EXPRESSION "Bus error|signal 7|FAIL")
+endif()
