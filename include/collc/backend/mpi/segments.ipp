@@ -236,8 +236,8 @@ COLLC_INLINE segment_pool::prepared segment_pool::prepare(std::size_t capacity, 
   // rank with SIGBUS in the middle of a call. posix_fallocate takes the
   // pages now, or fails here with ENOSPC, and the node takes the window
   // fallback as it does for any segment node rank 0 could not create.
-  if (p.fd >= 0 &&
-      (::ftruncate(p.fd, static_cast<off_t>(bytes)) != 0 || ::posix_fallocate(p.fd, 0, static_cast<off_t>(bytes)) != 0)) {
+  if (p.fd >= 0 && (::ftruncate(p.fd, static_cast<off_t>(bytes)) != 0 ||
+                    ::posix_fallocate(p.fd, 0, static_cast<off_t>(bytes)) != 0)) {
     ::close(p.fd);
     ::shm_unlink(p.name);
     p.fd = -1;
