@@ -397,6 +397,11 @@ TEST_CASE("add_products is the exact sum of the rounded products", "[exact_sum]"
   df.add_products(xf.data(), yf.data(), xf.size());
   for (float q : pf) rf += q;
   CHECK(df == rf);
+  // Spans of different sizes are an error that names both (the shorter one was used, silently).
+  exact_sum<double> s;
+  CHECK_THROWS_WITH(s.add_products(std::span<const double>(x.data(), 5), std::span<const double>(y.data(), 4)),
+                    "collc::exact_sum::add_products: x has 5 elements, y has 4");
+  CHECK(s == exact_sum<double>{});
 }
 
 TEST_CASE("Inf, NaN and overflow behave as IEEE sums, never wrap", "[exact_sum]") {
@@ -421,6 +426,14 @@ TEST_CASE("Inf, NaN and overflow behave as IEEE sums, never wrap", "[exact_sum]"
     CHECK(sum({big, big, -big}, range).round() == big);             // no intermediate overflow: exact
     CHECK(sum({big, std::ldexp(1.0, 970)}, range).round() == inf);  // max + half an ulp: tie to even = Inf
     CHECK(sum({big, std::ldexp(1.0, 969)}, range).round() == big);
+    // 2048 values just below 2^1013 fill one range-add block; their pieces round up to 2^1013 and
+    // a level sum of 2^1024 overflowed to Inf although the exact sum is `big` (and 0 with the negations).
+    const double below = std::nextafter(std::ldexp(1.0, 1013), 0.0);
+    std::vector<double> top(2048, below);
+    CHECK(sum(top, range).round() == big);
+    top.insert(top.end(), 2048, -below);
+    CHECK(sum(top, range).round() == 0.0);
+    CHECK(!sum(top, range).is_inf());
     std::vector<double> many(3000, 1.0);
     many[1234] = qnan;
     CHECK(std::isnan(sum(many, range).round()));

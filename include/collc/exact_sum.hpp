@@ -27,7 +27,8 @@
 /// accumulator is the exact sum of what was added, so its bits are a function
 /// of the multiset of summands alone (the representation is canonical: plain
 /// two's complement with carries always propagated), `operator==` compares
-/// values, and rounding happens once, at the end.
+/// those bits (the value and the IEEE flags: {} and {+0.0} differ, though both
+/// round to +0), and rounding happens once, at the end.
 ///
 /// Why not a binned (ReproBLAS) or expansion form: binned numbers are smaller
 /// (K = 3 bins: ~48 bytes) but reproducible only, not exact, and their error
@@ -72,11 +73,18 @@
 #include <cstring>
 #include <limits>
 #include <span>
+#include <string>
 #include <type_traits>
+
+#include <collc/error.hpp>
 
 #if defined(__FAST_MATH__)
 #error \
     "collc/exact_sum.hpp: -ffast-math lets the compiler rewrite (sigma + x) - sigma as x, which breaks the exact extraction; compile without it"
+#endif
+#if defined(__FLT_EVAL_METHOD__) && __FLT_EVAL_METHOD__ != 0 && __FLT_EVAL_METHOD__ != 1
+#error \
+    "collc/exact_sum.hpp: double arithmetic is evaluated in excess precision here (FLT_EVAL_METHOD != 0, e.g. x87: -mfpmath=387 or a 32-bit x86 target without -msse2 -mfpmath=sse), which breaks the exact extraction; compile with -msse2 -mfpmath=sse"
 #endif
 
 namespace collc {
@@ -110,9 +118,12 @@ inline constexpr int bits_per_level = 53 - margin;
 inline constexpr std::size_t lanes = 8;  // independent accumulators: the SLP vectoriser maps them to SIMD lanes
 static_assert(block / lanes + lanes < (std::size_t{1} << (margin - 1)), "a lane's bin must stay in its binade");
 /// Block maxima with 2^e <= max < 2^(e + 1) outside [min_e, max_e] are added
-/// value by value: the first sigma must be finite (e + 1 + margin <= 1023) and
-/// the third normal (e + 1 + margin - 2 * bits_per_level >= -1022).
-inline constexpr int max_e = 1022 - margin;
+/// value by value: the first sigma must be finite (e + 1 + margin <= 1023), a
+/// level's sum of up to `block` pieces of magnitude <= 2^(e + 1) must be finite
+/// too (e + 1 + margin + 1 <= 1023: pieces round up to 2^(e + 1), so 2048 values
+/// just below 2^1013 would give a level sum of 2^1024 = Inf), and the third
+/// sigma normal (e + 1 + margin - 2 * bits_per_level >= -1022).
+inline constexpr int max_e = 1021 - margin;
 inline constexpr int min_e = -1022 - 1 - margin + 2 * bits_per_level;
 
 /// 1.5 * 2^s for -1022 <= s <= 1023, built from its bits.
@@ -342,8 +353,13 @@ class exact_sum {
     }
     return *this;
   }
-  exact_sum& add_products(std::span<const F> x, std::span<const F> y) noexcept {
-    return add_products(x.data(), y.data(), x.size() < y.size() ? x.size() : y.size());
+  /// x and y must have equal sizes (collc::error otherwise: a silent
+  /// truncation to the shorter one would be a wrong dot product).
+  exact_sum& add_products(std::span<const F> x, std::span<const F> y) {
+    if (x.size() != y.size())
+      throw error(errc::invalid_argument, "collc::exact_sum::add_products: x has " + std::to_string(x.size()) +
+                                              " elements, y has " + std::to_string(y.size()));
+    return add_products(x.data(), y.data(), x.size());
   }
 
   /// Merges another accumulator: exact, so any order of merges gives the same bits.

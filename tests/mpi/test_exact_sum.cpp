@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -188,6 +189,9 @@ TEST_CASE("reproducible_sum and reproducible_dot: one call, same bits at every P
   CHECK_THROWS_WITH(collc::reproducible_sum(wrong, mine), Catch::Contains("allreduce of one accumulator"));
   CHECK_THROWS_WITH(collc::reproducible_dot(plan, mine, std::vector<double>(mine.size() + 1)),
                     Catch::Contains("elements, y has"));
+  // A null range of n > 0 elements is refused before any rank calls the plan (it crashed with SIGSEGV).
+  CHECK_THROWS_WITH(collc::reproducible_sum(plan, std::span<const double>(static_cast<const double*>(nullptr), 3)),
+                    "collc::reproducible_sum: x has 3 elements but a null data pointer");
   // The naive local-then-MPI sum is not reproducible here (the data cancels hugely).
   double local = 0, naive = 0;
   for (double x : mine) local += x;

@@ -16,9 +16,9 @@
 /// of ranks, the schedule (COLLC_ALGO, factor sets, default selection), how the
 /// values are split over the ranks and in which order each rank holds them.
 #include <collc/backend/mpi/blocking.hpp>
+#include <collc/backend/mpi/plan.hpp>
 #include <collc/error.hpp>
 #include <collc/exact_sum.hpp>
-#include <collc/backend/mpi/plan.hpp>
 
 #include <mpi.h>
 
@@ -50,6 +50,13 @@ plan<exact_sum<F>> make_reproducible_allreduce(MPI_Comm comm, A&&... args) {
 }
 
 namespace mpi {
+/// A range whose data() is null but size() is not (e.g. std::span(nullptr, n)) is an error, not a crash.
+template <class R>
+void check_range_data(const R& x, const char* who, const char* name) {
+  if (std::ranges::data(x) == nullptr && std::ranges::size(x) != 0)
+    throw error(errc::invalid_argument, std::string(who) + ": " + name + " has " +
+                                            std::to_string(std::ranges::size(x)) + " elements but a null data pointer");
+}
 template <class F>
 void check_reproducible_plan(const plan<exact_sum<F>>& p, const char* who) {
   if (p.kind() != collective::allreduce || p.count() != 1)
@@ -70,6 +77,7 @@ F finish(plan<exact_sum<F>>& p, exact_sum<F> local) {
 template <reproducible_range R, class F = reproducible_value_t<R>>
 F reproducible_sum(plan<exact_sum<F>>& p, const R& x) {
   mpi::check_reproducible_plan(p, "collc::reproducible_sum");
+  mpi::check_range_data(x, "collc::reproducible_sum", "x");
   exact_sum<F> local;
   local.add(std::ranges::data(x), std::ranges::size(x));
   return mpi::finish(p, local);
@@ -83,6 +91,8 @@ requires std::is_same_v<F, reproducible_value_t<S>> F reproducible_dot(plan<exac
   if (std::ranges::size(x) != std::ranges::size(y))
     throw error(errc::invalid_argument, "collc::reproducible_dot: x has " + std::to_string(std::ranges::size(x)) +
                                             " elements, y has " + std::to_string(std::ranges::size(y)));
+  mpi::check_range_data(x, "collc::reproducible_dot", "x");
+  mpi::check_range_data(y, "collc::reproducible_dot", "y");
   exact_sum<F> local;
   local.add_products(std::ranges::data(x), std::ranges::data(y), std::ranges::size(x));
   return mpi::finish(p, local);
@@ -92,6 +102,7 @@ requires std::is_same_v<F, reproducible_value_t<S>> F reproducible_dot(plan<exac
 /// (collc/blocking.hpp: COLLC_ALGO / wisdom apply as for collc::allreduce).
 template <reproducible_range R, class F = reproducible_value_t<R>>
 F reproducible_sum(MPI_Comm comm, const R& x) {
+  mpi::check_range_data(x, "collc::reproducible_sum", "x");
   exact_sum<F> s;
   s.add(std::ranges::data(x), std::ranges::size(x));
   allreduce(comm, in_place, &s, 1);
@@ -102,6 +113,8 @@ requires std::is_same_v<F, reproducible_value_t<S>> F reproducible_dot(MPI_Comm 
   if (std::ranges::size(x) != std::ranges::size(y))
     throw error(errc::invalid_argument, "collc::reproducible_dot: x has " + std::to_string(std::ranges::size(x)) +
                                             " elements, y has " + std::to_string(std::ranges::size(y)));
+  mpi::check_range_data(x, "collc::reproducible_dot", "x");
+  mpi::check_range_data(y, "collc::reproducible_dot", "y");
   exact_sum<F> s;
   s.add_products(std::ranges::data(x), std::ranges::data(y), std::ranges::size(x));
   allreduce(comm, in_place, &s, 1);
