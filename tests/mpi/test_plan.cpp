@@ -8,6 +8,7 @@
 
 #include <collc/algo/presets.hpp>
 #include <collc/backend/mpi/registry.hpp>
+#include <collc/blocking.hpp>
 #include <collc/ir/sequence.hpp>
 #include <collc/plan.hpp>
 
@@ -16,6 +17,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -624,6 +626,50 @@ TEST_CASE("a plan's setup advances the plans started before it", "[backend][mpi]
   std::vector<double> u(7, 1.0), v(7, 0.0);
   (*b)(u, v);
   CHECK(v == std::vector<double>(7, static_cast<double>(P)));
+}
+
+TEST_CASE("a communicator's first plan, and the blocking API, advance the plans started before them",
+          "[backend][mpi][plan][interleave]") {
+  // As above, for the collectives that come before a plan's agreement: the
+  // first round of a communicator's first plan (registry) and the blocking
+  // API's wisdom lookup (a broadcast from rank 0, for every new signature).
+  // Both blocked in MPI without turns: the first timed out on every rank
+  // after timeout_s, the second left rank P - 1 in MPI_Bcast for good.
+  const int P = world_size(), me = world_rank();
+  collc::plan_options o;
+  o.timeout_s = 10;
+  o.chunk_bytes = 512;
+  auto a = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, 300, o);
+  {
+    std::vector<double> u(7, 1.0), v(7);
+    collc::allreduce(MPI_COMM_WORLD, u.data(), v.data(), 7);  // the communicator's layout is cached from here on
+  }
+  std::size_t n = 1000;
+  for (const int early : {0, P - 1})
+    for (const bool blocking_api : {false, true}) {
+      ++n;  // a new signature each time
+      MPI_Comm fresh = MPI_COMM_NULL;
+      MPI_Comm_dup(MPI_COMM_WORLD, &fresh);
+      std::vector<std::int64_t> x(300, me), y(300, -1);
+      std::vector<double> u(n, 1.0), v(n, 0.0);
+      std::optional<collc::plan<double>> b;
+      const auto build = [&] {
+        if (blocking_api)
+          collc::allreduce(MPI_COMM_WORLD, u.data(), v.data(), n);
+        else
+          b.emplace(collc::make_allreduce<double>(fresh, n, o));
+      };
+      a.start(x, y);
+      if (me == early) build();
+      a.wait();
+      if (me != early) build();
+      if (b) (*b)(u, v);
+      INFO("rank " << early << " set up first; " << (blocking_api ? "blocking API" : "first plan on a communicator"));
+      CHECK(y == std::vector<std::int64_t>(300, static_cast<std::int64_t>(P) * (P - 1) / 2));
+      CHECK(v == std::vector<double>(n, static_cast<double>(P)));
+      b.reset();
+      MPI_Comm_free(&fresh);
+    }
 }
 
 TEST_CASE("start, test and wait", "[backend][mpi][plan][nonblocking]") {

@@ -83,7 +83,10 @@ COLLC_INLINE engine::engine(MPI_Comm comm, plan_shape shape, const resolved_opti
   COLLC_MPI_CHECK(MPI_Comm_rank(comm, &rank_));
   COLLC_MPI_CHECK(MPI_Comm_size(comm, &size_));
   try {
-    reg_ = registry_for(comm, opt_.timeout_s);
+    // Plans started before this first setup on `comm` (on other
+    // communicators) get turns while its first round waits, as the
+    // agreement gives them: a peer may be waiting in one of them first.
+    reg_ = registry_for(comm, opt_.timeout_s, [] { give_turns(MPI_COMM_NULL); });
   } catch (const error& e) {
     if (e.code() == errc::timeout) timed_out(e.what());  // the first plan's round: aborts if asked to
     throw;

@@ -121,7 +121,10 @@ class registry {
  public:
   /// Collective over `comm`. The duplicate is made without blocking, so a
   /// rank that never arrives is a timeout after `timeout_s`, not a hang.
-  registry(MPI_Comm user_comm, double timeout_s);
+  /// `idle` runs between polls of that first round: the engine gives turns
+  /// to plans started before (a rank completing them in another order may
+  /// wait in one of them before it comes here).
+  registry(MPI_Comm user_comm, double timeout_s, const std::function<void()>& idle = {});
 
   /// How many threads of this process are in a setup's round of
   /// nonblocking collectives (a registry's first round, its MPI_Comm_idup and
@@ -315,7 +318,7 @@ int registry_keyval();
 
 /// The registry of `comm`, created (collectively, errc::timeout after
 /// `timeout_s` if a rank does not arrive) when no plan on `comm` holds one.
-std::shared_ptr<registry> registry_for(MPI_Comm comm, double timeout_s = 60);
+std::shared_ptr<registry> registry_for(MPI_Comm comm, double timeout_s = 60, const std::function<void()>& idle = {});
 
 /// The registry of `comm` if a plan on it holds one, else null (local).
 std::shared_ptr<registry> registry_find(MPI_Comm comm);

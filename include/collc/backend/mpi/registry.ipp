@@ -20,7 +20,7 @@
 
 namespace collc::mpi {
 
-COLLC_INLINE registry::registry(MPI_Comm user_comm, double timeout_s) {
+COLLC_INLINE registry::registry(MPI_Comm user_comm, double timeout_s, const std::function<void()>& idle) {
   // The private duplicate and the hosts of the ranks, in one round: the
   // allgather runs on the user's communicator while the duplicate completes
   // (both nonblocking, issued in the same order on every rank, as any
@@ -54,7 +54,7 @@ COLLC_INLINE registry::registry(MPI_Comm user_comm, double timeout_s) {
     COLLC_MPI_CHECK(MPI_Comm_idup(user_comm, handle.get(), &req[0]));
     COLLC_MPI_CHECK(MPI_Iallgather(mine.get(), sizeof(host_entry), MPI_BYTE, keys.get(), sizeof(host_entry), MPI_BYTE,
                                    user_comm, &req[1]));
-    if (!wait_request(req[0], timeout_s) || !wait_request(req[1], timeout_s)) {
+    if (!wait_request(req[0], timeout_s, idle) || !wait_request(req[1], timeout_s, idle)) {
       (void)handle.release();
       (void)keys.release();
       (void)mine.release();
@@ -416,10 +416,11 @@ COLLC_INLINE std::shared_ptr<registry> registry_find(MPI_Comm comm) {
   return found ? static_cast<std::weak_ptr<registry>*>(value)->lock() : nullptr;
 }
 
-COLLC_INLINE std::shared_ptr<registry> registry_for(MPI_Comm comm, double timeout_s) {
+COLLC_INLINE std::shared_ptr<registry> registry_for(MPI_Comm comm, double timeout_s,
+                                                    const std::function<void()>& idle) {
   if (auto reg = registry_find(comm)) return reg;
   const int kv = registry_keyval();
-  auto reg = std::make_shared<registry>(comm, timeout_s);
+  auto reg = std::make_shared<registry>(comm, timeout_s, idle);
   auto holder = std::make_unique<std::weak_ptr<registry>>(reg);
   COLLC_MPI_CHECK(MPI_Comm_set_attr(comm, kv, holder.get()));  // the delete callback frees the old holder
   holder.release();

@@ -94,6 +94,17 @@ namespace mpi {
 
 void tune_check(int rc, const char* call);
 
+/// Completes `req`, a collective of the blocking API's or the tuner's own on
+/// `comm`, giving started plans turns while it waits (engine::give_turns): a
+/// rank that completes its started plans in another order than its peers
+/// may wait in one of them before it comes here, as engine::agree allows for.
+/// No time limit, as the blocking collective it replaces.
+void complete_giving_turns(MPI_Request& req, MPI_Comm comm);
+
+/// MPI_Barrier, MPI_Bcast of one int and of a string, and the maximum over
+/// `comm`, each through complete_giving_turns.
+void barrier(MPI_Comm comm);
+void bcast_int(MPI_Comm comm, int& v);
 std::string bcast_string(MPI_Comm comm, std::string s);
 
 int comm_rank_of(MPI_Comm comm);
@@ -246,7 +257,7 @@ tune_result tune(collective c, MPI_Comm comm, std::size_t count, const tune_opti
   std::vector<double> estimate(k);
   for (std::size_t i = 0; i < k; ++i) mpi::run_plan(plans[i], send, recv);
   for (std::size_t i = 0; i < k; ++i) {
-    mpi::tune_check(MPI_Barrier(comm), "MPI_Barrier");
+    mpi::barrier(comm);
     const auto t0 = clock::now();
     mpi::run_plan(plans[i], send, recv);
     estimate[i] = mpi::max_over(comm, std::chrono::duration<double>(clock::now() - t0).count());
@@ -265,7 +276,7 @@ tune_result tune(collective c, MPI_Comm comm, std::size_t count, const tune_opti
       // A B C, C B A, B C A, A C B, ...: every candidate runs early and late.
       const std::size_t shift = static_cast<std::size_t>(round / 2) % k;
       const std::size_t i = round % 2 == 0 ? (j + shift) % k : (2 * k - 1 - j + shift) % k;
-      mpi::tune_check(MPI_Barrier(comm), "MPI_Barrier");
+      mpi::barrier(comm);
       const auto t0 = clock::now();
       for (int it = 0; it < iters[i]; ++it) mpi::run_plan(plans[i], send, recv);
       const double t = std::chrono::duration<double>(clock::now() - t0).count() / iters[i];
@@ -274,7 +285,7 @@ tune_result tune(collective c, MPI_Comm comm, std::size_t count, const tune_opti
     // Rank 0's clock decides whether another round fits, for everyone.
     int more = round + 1 < options.min_rounds ||
                std::chrono::duration<double>(clock::now() - measure_start).count() * (round + 2) / (round + 1) <= left;
-    mpi::tune_check(MPI_Bcast(&more, 1, MPI_INT, 0, comm), "MPI_Bcast");
+    mpi::bcast_int(comm, more);
     if (!more) break;
   }
   int best = 0;
@@ -282,7 +293,7 @@ tune_result tune(collective c, MPI_Comm comm, std::size_t count, const tune_opti
     out.measured[i].median_s = mpi::median(out.measured[i].samples);
     if (out.measured[i].median_s < out.measured[static_cast<std::size_t>(best)].median_s) best = static_cast<int>(i);
   }
-  mpi::tune_check(MPI_Bcast(&best, 1, MPI_INT, 0, comm), "MPI_Bcast");
+  mpi::bcast_int(comm, best);
   out.chosen = out.measured[static_cast<std::size_t>(best)].sched;
   out.from = tune_result::origin::measured;
   plans.clear();  // collective over the node, same order everywhere

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 
 namespace collc {
 
@@ -21,11 +22,34 @@ COLLC_INLINE void tune_check(int rc, const char* call) {
   if (rc != MPI_SUCCESS) throw error(errc::mpi_error, std::string(call) + " failed");
 }
 
+COLLC_INLINE void complete_giving_turns(MPI_Request& req, MPI_Comm comm) {
+  // A blocking MPI_Bcast here (the blocking API's wisdom lookup, for every
+  // new signature) deadlocked with a peer that waited in a started plan for
+  // this rank first, until that peer's plan timed out.
+  (void)registry::wait_request(req, std::numeric_limits<double>::infinity(), [comm] { engine::give_turns(comm); });
+}
+
+COLLC_INLINE void barrier(MPI_Comm comm) {
+  MPI_Request req = MPI_REQUEST_NULL;
+  tune_check(MPI_Ibarrier(comm, &req), "MPI_Ibarrier");
+  complete_giving_turns(req, comm);
+}
+
+COLLC_INLINE void bcast_int(MPI_Comm comm, int& v) {
+  MPI_Request req = MPI_REQUEST_NULL;
+  tune_check(MPI_Ibcast(&v, 1, MPI_INT, 0, comm, &req), "MPI_Ibcast");
+  complete_giving_turns(req, comm);
+}
+
 COLLC_INLINE std::string bcast_string(MPI_Comm comm, std::string s) {
   int n = static_cast<int>(s.size());
-  tune_check(MPI_Bcast(&n, 1, MPI_INT, 0, comm), "MPI_Bcast");
+  bcast_int(comm, n);
   s.resize(static_cast<std::size_t>(n));
-  if (n > 0) tune_check(MPI_Bcast(s.data(), n, MPI_CHAR, 0, comm), "MPI_Bcast");
+  if (n > 0) {
+    MPI_Request req = MPI_REQUEST_NULL;
+    tune_check(MPI_Ibcast(s.data(), n, MPI_CHAR, 0, comm, &req), "MPI_Ibcast");
+    complete_giving_turns(req, comm);
+  }
   return s;
 }
 
@@ -78,7 +102,9 @@ COLLC_INLINE comm_layout describe_comm(MPI_Comm comm, bool order_sensitive, cons
     node = node_topology::flat(mpi::online_cores());
   }
   std::vector<int> all(2 * static_cast<std::size_t>(out.size));
-  mpi::tune_check(MPI_Allgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, comm), "MPI_Allgather");
+  MPI_Request req = MPI_REQUEST_NULL;
+  mpi::tune_check(MPI_Iallgather(mine, 2, MPI_INT, all.data(), 2, MPI_INT, comm, &req), "MPI_Iallgather");
+  mpi::complete_giving_turns(req, comm);
   for (int q = 0; q < L0 && q < out.size; ++q) {
     const auto c = static_cast<std::size_t>(comm_of[static_cast<std::size_t>(q)]);
     node.bindings.push_back({all[2 * c], all[2 * c + 1]});
@@ -126,7 +152,9 @@ COLLC_INLINE void wisdom_store(MPI_Comm comm, const std::optional<std::filesyste
 
 COLLC_INLINE double max_over(MPI_Comm comm, double v) {
   double m = 0;
-  tune_check(MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, comm), "MPI_Allreduce");
+  MPI_Request req = MPI_REQUEST_NULL;
+  tune_check(MPI_Iallreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, comm, &req), "MPI_Iallreduce");
+  complete_giving_turns(req, comm);
   return m;
 }
 
