@@ -34,6 +34,7 @@
 #define MPI_Iallgather PMPI_Iallgather
 #define MPI_Iallreduce PMPI_Iallreduce
 #define MPI_Ibarrier PMPI_Ibarrier
+#define MPI_Ibcast PMPI_Ibcast
 #define MPI_Info_create PMPI_Info_create
 #define MPI_Info_free PMPI_Info_free
 #define MPI_Info_set PMPI_Info_set
