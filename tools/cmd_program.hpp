@@ -71,7 +71,8 @@ inline constexpr std::string_view program_options_help =
     "  --roots S             tree roots (default 1)\n"
     "  --fold                recexch: the ranks beyond the factor product fold into partners\n"
     "  --op OP               sum | prod | min | max | matmul (non-commutative) (default sum)\n"
-    "  --dot FILE            also write the data-flow graph (Graphviz)\n";
+    "  --dot FILE            also write the data-flow graph (Graphviz; replaces an existing FILE\n"
+    "                        only if collc wrote it)\n";
 
 /// An option that the chosen schedule or collective would ignore is an error
 /// that says so: `--algo tree --factors=-2,2` verifying a tree while the user
@@ -226,6 +227,17 @@ inline ir::program lower_from(const program_options& o) {
 
 inline void write_dot(const program_options& o, const ir::program& p) {
   if (o.dot.empty()) return;
+  // A file already there is replaced only if it is a graph collc wrote (as
+  // wisdom files are): `--dot README.md` is a typo, not a request.
+  if (std::ifstream old(o.dot); old) {
+    std::string first;
+    std::getline(old, first);
+    if (first != "digraph collc {")
+      throw error(errc::invalid_argument, fmt::format("--dot {}: the file exists and is not a graph collc wrote "
+                                                      "(its first line is not 'digraph collc {{'); give another "
+                                                      "name, or remove it first",
+                                                      o.dot));
+  }
   std::ofstream out(o.dot);
   out << ir::to_dot(p);
   if (!out) throw error(errc::io_error, fmt::format("cannot write '{}'", o.dot));
