@@ -34,6 +34,7 @@
 #endif
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -128,7 +129,8 @@ constexpr const char* usage_text =
     "  --llc-bytes N      last-level cache size (default: sysfs, else 32M)\n"
     "  --no-persistent    skip MPI's persistent collectives\n"
     "  --root R           root of reduce and bcast (default 0)\n"
-    "  --csv FILE         also write the results as CSV\n"
+    "  --csv FILE         also write the results as CSV (an existing FILE is replaced only if\n"
+    "                     collc-bench wrote it)\n"
     "  --show-programs    print each size's lowered programs (collc's text form) on stderr\n"
     "  --describe[=all]   print rank 0's bound plan (plan::describe: placement, layout, chunking,\n"
     "                     transfers) of each collective and size, with =all every rank's in rank\n"
@@ -614,6 +616,7 @@ struct context {
   std::size_t llc = 0;
   bool persistent = false;
   std::optional<collc::ir::machine_model> model;  // --calibrate
+  std::FILE* csv = nullptr;                       // --csv, rank 0's (open_csv)
 };
 
 /// The model's seconds for one call of `p`: every execution's program.
@@ -1064,17 +1067,27 @@ void print_model_error(collective c, const std::vector<row>& rows) {
   std::fflush(stdout);
 }
 
+/// Opens `path` for the results and writes the header: "" or why not. A file
+/// already there is replaced only if collc-bench wrote it (its first line is
+/// the header): a mistyped --csv must not destroy a user's file.
+std::string open_csv(const std::string& path, std::FILE*& out) {
+  if (std::ifstream old(path); old) {
+    std::string first;
+    std::getline(old, first);
+    if (first + "\n" != csv_header)
+      return "the file exists and is not a CSV file collc-bench wrote (its first line is not collc-bench's "
+             "header); give another name, or remove it first";
+  }
+  out = std::fopen(path.c_str(), "w");
+  if (!out) return std::string("cannot write it: ") + std::strerror(errno);
+  std::fputs(csv_header, out);
+  return "";
+}
+
 template <class T, class Op>
 int run_all(context& cx, run_facts& f) {
   if (cx.opt.describe) return describe_plans<T, Op>(cx);
-  std::FILE* csv = nullptr;
-  if (cx.me == 0 && !cx.opt.csv.empty()) {
-    csv = std::fopen(cx.opt.csv.c_str(), "w");
-    if (!csv)
-      std::fprintf(stderr, "collc-bench: cannot write '%s'\n", cx.opt.csv.c_str());
-    else
-      std::fputs(csv_header, csv);
-  }
+  std::FILE* const csv = cx.csv;
   try {
     setup_times<T, Op>(cx, f);
   } catch (const collc::error& e) {
@@ -1119,6 +1132,7 @@ int run_all(context& cx, run_facts& f) {
     if (cx.model && cx.me == 0) print_model_error(c, rows);
   }
   if (csv) std::fclose(csv);
+  cx.csv = nullptr;
   return failures == 0 ? 0 : 1;
 }
 
@@ -1151,6 +1165,19 @@ int main(int argc, char** argv) {
     return e.message.empty() ? 0 : 2;
   } catch (const collc::error& e) {
     if (cx.me == 0) std::fprintf(stderr, "collc-bench: --schedule: %s\n", e.what());
+    MPI_Finalize();
+    return 2;
+  }
+  // Before any measurement, on rank 0, and every rank stops alike: a --csv
+  // that cannot be written was reported only after the whole run.
+  int csv_ok = 1;
+  if (cx.me == 0 && !cx.opt.csv.empty() && !cx.opt.describe)
+    if (const std::string why = open_csv(cx.opt.csv, cx.csv); !why.empty()) {
+      std::fprintf(stderr, "collc-bench: --csv %s: %s\n", cx.opt.csv.c_str(), why.c_str());
+      csv_ok = 0;
+    }
+  MPI_Bcast(&csv_ok, 1, MPI_INT, 0, cx.comm);
+  if (!csv_ok) {
     MPI_Finalize();
     return 2;
   }
