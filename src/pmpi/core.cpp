@@ -642,6 +642,12 @@ thread_memory& tls() {
   return m;
 }
 
+/// Set by at_finalize once every state is freed: MPI_COMM_SELF's other delete
+/// callbacks (the program's, run after ours in MPI_Finalize) may still call
+/// collectives, and the communicators' attributes still name the freed
+/// states. From then on every call goes to the MPI library.
+std::atomic<bool> g_states_gone{false};
+
 /// Bumped whenever a state is freed, so no thread's last-state cache
 /// (state_of) can name a freed state or a reused communicator handle.
 std::atomic<std::uint64_t> g_states_freed{0};
@@ -690,6 +696,7 @@ int at_finalize(MPI_Comm, int, void*, void*) {
     const std::lock_guard<std::mutex> lock(r.m);
     all.swap(r.states);
   }
+  g_states_gone.store(true, std::memory_order_release);
   g_states_freed.fetch_add(1, std::memory_order_release);
   while (!all.empty()) all.erase(std::prev(all.end()));  // newest first
   return MPI_SUCCESS;
@@ -739,6 +746,16 @@ comm_state& state_of(MPI_Comm comm) {
     static comm_state null_state;
     null_state.null_comm = true;
     return null_state;
+  }
+  // After at_finalize: the attribute would name a freed state; the same
+  // state as MPI_COMM_NULL's sends the call to the MPI library.
+  if (g_states_gone.load(std::memory_order_acquire)) {
+    static comm_state* const gone_state = [] {
+      auto* s = new comm_state;  // never freed: calls may come until exit
+      s->null_comm = true;
+      return s;
+    }();
+    return *gone_state;
   }
   auto& [last_comm, last_state, last_freed] = tls().last_state;
   const std::uint64_t freed = g_states_freed.load(std::memory_order_acquire);

@@ -172,14 +172,22 @@ int finish(entry& e, MPI_Request* r, MPI_Status* status) {
   return plan_err != MPI_SUCCESS ? plan_err : err;
 }
 
+/// One turn of the MPI library's progress engine. On MPI_COMM_SELF, not on the
+/// request's communicator: the program may have freed that one already
+/// (MPI_Comm_free leaves pending requests valid), and a probe on a freed
+/// handle crashes Open MPI (SIGSEGV in mca_pml_ob1_recv_req_start).
+void turn_mpi() {
+  int flag = 0;
+  PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
+}
+
 /// Between polls of a plan that is not done: let the MPI library progress
 /// the program's other messages (a peer may wait for one of them before it
 /// can advance its part of this collective, which MPI's progress rule allows;
 /// collc's plans progress only inside their own test), then give the core
 /// away (ranks often share cores).
-void idle(MPI_Comm comm) {
-  int flag = 0;
-  PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm, &flag, MPI_STATUS_IGNORE);
+void idle(MPI_Comm) {
+  turn_mpi();
   std::this_thread::yield();
 }
 
@@ -399,8 +407,7 @@ COLLC_PMPI_EXPORT int MPI_Test(MPI_Request* request, int* flag, MPI_Status* stat
   entry* e = request != nullptr ? find(*request) : nullptr;
   if (e == nullptr || !e->started) return PMPI_Test(request, flag, status);
   if (!poll(*e)) {
-    int probed = 0;  // a test loop must progress the program's other messages too (see idle)
-    PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, e->comm, &probed, MPI_STATUS_IGNORE);
+    turn_mpi();  // a test loop must progress the program's other messages too (see idle)
     *flag = 0;
     return MPI_SUCCESS;
   }
@@ -491,19 +498,14 @@ COLLC_PMPI_EXPORT int MPI_Testall(int count, MPI_Request array_of_requests[], in
   std::vector<entry*> ours;
   if (find_all(count, array_of_requests, ours) == 0)
     return PMPI_Testall(count, array_of_requests, flag, array_of_statuses);
-  MPI_Comm any_comm = MPI_COMM_WORLD;
   bool ours_done = true;
   for (entry* e : ours)
-    if (e != nullptr) {
-      any_comm = e->comm;
-      if (e->started && !poll(*e)) ours_done = false;
-    }
+    if (e != nullptr && e->started && !poll(*e)) ours_done = false;
   // MPI_Testall that returns false modifies no request (MPI 4.0, section
   // 3.7.5), so the others are tested only once collc's are all done; a plan
   // done meanwhile stays done (persistent_call::test says so again).
   if (!ours_done) {
-    int probed = 0;
-    PMPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, any_comm, &probed, MPI_STATUS_IGNORE);
+    turn_mpi();
     *flag = 0;
     return MPI_SUCCESS;
   }

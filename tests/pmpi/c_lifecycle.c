@@ -1,0 +1,117 @@
+/* Communicator and request lifecycles around libcollc_mpi (docs/pmpi.md),
+ * found by a probe of the library; each result is checked against PMPI_*,
+ * the MPI library's own, and rank 0 prints a digest.
+ *
+ *   c_lifecycle finalize   An MPI_COMM_SELF attribute set before the first
+ *                          collective: its delete callback runs inside
+ *                          MPI_Finalize, after the library freed its
+ *                          communicator states, and calls collectives on
+ *                          MPI_COMM_WORLD and a duplicate (freeing it). The
+ *                          library read a freed state there: SIGSEGV.
+ *                          Run by compare.sh, with and without the library.
+ *   c_lifecycle freed      A persistent allreduce whose communicator the
+ *                          program freed (MPI_Comm_free leaves pending
+ *                          requests valid), completed by MPI_Wait and by an
+ *                          MPI_Test loop while a peer is late. The library's
+ *                          waits probed the freed handle: SIGSEGV. Open MPI
+ *                          4.1's own persistent request crashes here too, so
+ *                          this mode runs with the library only.
+ */
+#include <mpi.h>
+#if defined(OPEN_MPI)
+#include <mpi-ext.h>
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(OPEN_MPI) && MPI_VERSION < 4
+#define Allreduce_init MPIX_Allreduce_init
+#else
+#define Allreduce_init MPI_Allreduce_init
+#endif
+
+static MPI_Comm dup_comm = MPI_COMM_NULL;
+static long mismatches = 0;
+
+/* Five allreduces on `c`, each compared with PMPI_Allreduce on the same input. */
+static void check_allreduce(MPI_Comm c, const char* where) {
+  int r = 0;
+  MPI_Comm_rank(c, &r);
+  for (int k = 0; k < 5; ++k) {
+    int in[7], out[7], ref[7];
+    for (int i = 0; i < 7; ++i) in[i] = r * 10 + i + k;
+    MPI_Allreduce(in, out, 7, MPI_INT, MPI_SUM, c);
+    PMPI_Allreduce(in, ref, 7, MPI_INT, MPI_SUM, c);
+    for (int i = 0; i < 7; ++i)
+      if (out[i] != ref[i]) {
+        ++mismatches;
+        printf("c_lifecycle: %s: element %d is %d, MPI says %d\n", where, i, out[i], ref[i]);
+      }
+  }
+}
+
+static int at_self_delete(MPI_Comm c, int keyval, void* value, void* extra) {
+  (void)c, (void)keyval, (void)value, (void)extra;
+  int r = 0;
+  PMPI_Comm_rank(MPI_COMM_WORLD, &r);
+  check_allreduce(MPI_COMM_WORLD, "finalize callback, MPI_COMM_WORLD");
+  check_allreduce(dup_comm, "finalize callback, duplicate");
+  MPI_Comm_free(&dup_comm);
+  if (r == 0) printf("c_lifecycle finalize: callback inside MPI_Finalize done, %ld mismatches\n", mismatches);
+  fflush(stdout);
+  return MPI_SUCCESS;
+}
+
+static int run_finalize(void) {
+  int keyval = MPI_KEYVAL_INVALID;
+  MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_self_delete, &keyval, NULL);
+  MPI_Comm_set_attr(MPI_COMM_SELF, keyval, NULL);  /* before the library's own */
+  MPI_Comm_dup(MPI_COMM_WORLD, &dup_comm);
+  check_allreduce(MPI_COMM_WORLD, "MPI_COMM_WORLD");
+  check_allreduce(dup_comm, "duplicate");
+  MPI_Finalize();
+  return mismatches == 0 ? 0 : 1;
+}
+
+static int run_freed(void) {
+  int r = 0, p = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_size(MPI_COMM_WORLD, &p);
+  MPI_Comm c = MPI_COMM_NULL;
+  MPI_Comm_dup(MPI_COMM_WORLD, &c);
+  int in[16], out[16], ref[16];
+  MPI_Request q = MPI_REQUEST_NULL;
+  Allreduce_init(in, out, 16, MPI_INT, MPI_SUM, c, MPI_INFO_NULL, &q);
+  MPI_Comm_free(&c);
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < 16; ++i) in[i] = r + i * round;
+    if (r == p - 1) usleep(50000); /* the others wait, polling */
+    MPI_Start(&q);
+    if (round % 2 == 0) {
+      MPI_Wait(&q, MPI_STATUS_IGNORE);
+    } else {
+      int done = 0;
+      while (!done) MPI_Test(&q, &done, MPI_STATUS_IGNORE);
+    }
+    PMPI_Allreduce(in, ref, 16, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (memcmp(out, ref, sizeof out) != 0) ++mismatches;
+  }
+  MPI_Request_free(&q);
+  long all = 0;
+  PMPI_Allreduce(&mismatches, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  if (r == 0) printf("c_lifecycle freed: 4 rounds on a freed communicator, %ld wrong results\n", all);
+  MPI_Finalize();
+  return all == 0 ? 0 : 1;
+}
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  const char* mode = argc > 1 ? argv[1] : "";
+  if (strcmp(mode, "finalize") == 0) return run_finalize();
+  if (strcmp(mode, "freed") == 0) return run_freed();
+  fprintf(stderr, "c_lifecycle: mode must be finalize or freed, got '%s'\n", mode);
+  MPI_Abort(MPI_COMM_WORLD, 2);
+  return 2;
+}
