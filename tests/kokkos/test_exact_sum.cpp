@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -158,4 +159,31 @@ TEST_CASE("collc::kokkos::reproducible_sum / _dot: one call, P-independent bits"
   CHECK(same(s, sequential(set).round()));
   CHECK(same(d, twice.round()));
   REQUIRE(all_ranks(ok));
+}
+
+TEST_CASE("collc::kokkos::reproducible_dot: one rank's bad Views fail its peers at once",
+          "[exact_sum][backend][kokkos]") {
+  // The local dot threw on that rank before its plan call, so its peers,
+  // already in the allreduce, waited for the timeout and then reported a
+  // timeout that did not say why. Now the call is refused (plan_facts::refuse_call).
+  const int me = world_rank(), P = world_size();
+  if (P == 1) return;
+  collc::plan_options o;
+  o.timeout_s = 30;
+  auto p = collc::kokkos::make_reproducible_allreduce<exec_space, double>(MPI_COMM_WORLD, o);
+  const Kokkos::View<double*> x("x", 4), y("y", me == 0 ? 3 : 4);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string what;
+  bool timed_out = false;
+  try {
+    (void)collc::kokkos::reproducible_dot(p, exec_space(), x, y);
+  } catch (const collc::error& e) {
+    what = e.what();
+    timed_out = e.code() == collc::errc::timeout;
+  }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO("rank " << me << ": '" << what << "' after " << waited << " s");
+  CHECK(!what.empty());
+  CHECK(!timed_out);
+  CHECK(waited < 20);
 }

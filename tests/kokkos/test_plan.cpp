@@ -564,6 +564,51 @@ TEST_CASE("start, test and wait", "[backend][kokkos][plan][nonblocking]") {
   }
 }
 
+TEST_CASE("plans started together complete in any order on each rank", "[backend][kokkos][plan][interleave]") {
+  // As collc::plan's (tests/mpi/test_plan.cpp): a rank waiting for one plan
+  // advances the others. A collc::kokkos::plan gave other waits no turns:
+  // even ranks waiting for A while odd ranks waited for B timed out.
+  const int P = world_size(), me = world_rank();
+  const exec_space exec;
+  collc::plan_options o;
+  o.timeout_s = 10;
+  o.chunk_bytes = 512;  // several executions per call: a rank's start() cannot run a call to its end alone
+  auto a = collc::kokkos::make_allreduce<exec_space, std::int64_t>(MPI_COMM_WORLD, 700, o);
+  auto b = collc::kokkos::make_allreduce<exec_space, std::int64_t>(MPI_COMM_WORLD, 700, o);
+  Kokkos::View<std::int64_t*> x("x", 700), ya("ya", 700), yb("yb", 700);
+  for (int it = 0; it < 3; ++it) {
+    Kokkos::deep_copy(x, me + it);
+    a.start(exec, x, ya);
+    b.start(exec, x, yb);
+    if ((me + it) % 2 == 0) {
+      a.wait();
+      b.wait();
+    } else {
+      b.wait();
+      a.wait();
+    }
+    const std::int64_t want = static_cast<std::int64_t>(P) * (P - 1) / 2 + static_cast<std::int64_t>(P) * it;
+    CHECK(ya(699) == want);
+    CHECK(yb(0) == want);
+  }
+}
+
+TEST_CASE("wait and test on a moved-from plan say so", "[backend][kokkos][plan][moved]") {
+  // The moved-from plan kept its execution space and ran on the null engine (SIGSEGV).
+  const exec_space exec;
+  auto p = collc::kokkos::make_allreduce<exec_space, std::int64_t>(MPI_COMM_WORLD, 10);
+  Kokkos::View<std::int64_t*> x("x", 10), y("y", 10);
+  p(exec, x, y);
+  auto q = std::move(p);
+  CHECK_THROWS_WITH(p.wait(), Catch::Contains("used after being moved from"));  // NOLINT(bugprone-use-after-move)
+  CHECK_THROWS_WITH(p.test(), Catch::Contains("used after being moved from"));
+  auto r = collc::kokkos::make_allreduce<exec_space, std::int64_t>(MPI_COMM_WORLD, 10);
+  r = std::move(q);
+  CHECK_THROWS_WITH(q.wait(), Catch::Contains("used after being moved from"));  // NOLINT(bugprone-use-after-move)
+  r(exec, x, y);
+  CHECK(y(0) == 0);
+}
+
 TEST_CASE("large messages and pseudo-nodes", "[backend][kokkos][plan][chunks][nodes]") {
   const int P = world_size();
   collc::plan_options small;

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -187,11 +188,34 @@ TEST_CASE("reproducible_sum and reproducible_dot: one call, same bits at every P
   // Wrong plans and sizes are errors a caller can act on.
   auto wrong = collc::make_allreduce<acc>(MPI_COMM_WORLD, 2);
   CHECK_THROWS_WITH(collc::reproducible_sum(wrong, mine), Catch::Contains("allreduce of one accumulator"));
-  CHECK_THROWS_WITH(collc::reproducible_dot(plan, mine, std::vector<double>(mine.size() + 1)),
+  // A local argument error refuses the call, so the plan is unusable after it (as after any
+  // failed call): a plan each.
+  auto sizes = collc::make_reproducible_allreduce<double>(MPI_COMM_WORLD);
+  CHECK_THROWS_WITH(collc::reproducible_dot(sizes, mine, std::vector<double>(mine.size() + 1)),
                     Catch::Contains("elements, y has"));
   // A null range of n > 0 elements is refused before any rank calls the plan (it crashed with SIGSEGV).
-  CHECK_THROWS_WITH(collc::reproducible_sum(plan, std::span<const double>(static_cast<const double*>(nullptr), 3)),
+  auto null_data = collc::make_reproducible_allreduce<double>(MPI_COMM_WORLD);
+  CHECK_THROWS_WITH(collc::reproducible_sum(null_data, std::span<const double>(static_cast<const double*>(nullptr), 3)),
                     "collc::reproducible_sum: x has 3 elements but a null data pointer");
+  // Only rank 0 errs: its peers, already in the allreduce, fail at once naming it (they waited
+  // for the plan's timeout, then reported a timeout that did not say why).
+  if (P > 1) {
+    collc::plan_options o;
+    o.timeout_s = 30;
+    auto one = collc::make_reproducible_allreduce<double>(MPI_COMM_WORLD, o);
+    const std::vector<double> y(me == 0 ? mine.size() + 1 : mine.size(), 1.0);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      (void)collc::reproducible_dot(one, mine, y);
+      failures.push_back("a peer's bad sizes: no error");
+    } catch (const collc::error& e) {
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (me == 0 && std::string(e.what()).find("elements, y has") == std::string::npos)
+        failures.push_back(std::string("rank 0's own error: ") + e.what());
+      if (me != 0 && (e.code() == collc::errc::timeout || waited > 20))
+        failures.push_back("a peer's bad sizes: " + std::string(e.what()) + " after " + std::to_string(waited) + " s");
+    }
+  }
   // The naive local-then-MPI sum is not reproducible here (the data cancels hugely).
   double local = 0, naive = 0;
   for (double x : mine) local += x;

@@ -268,12 +268,15 @@ class plan : public mpi::plan_facts<T, Op> {
   using execution_space = ExecSpace;
   using value_type = T;
 
-  plan(plan&&) noexcept = default;
+  // A moved-from plan holds no plan and no call: its exec_ is reset (a moved
+  // std::optional stays engaged, and wait()/test() would then run on the null
+  // engine).
+  plan(plan&& o) noexcept : mpi::plan_facts<T, Op>(std::move(o)), exec_(std::exchange(o.exec_, std::nullopt)) {}
   plan& operator=(plan&& o) noexcept {
     if (this != &o) {
       finish_quietly();
       core_ = std::move(o.core_);
-      exec_ = std::move(o.exec_);
+      exec_ = std::exchange(o.exec_, std::nullopt);
     }
     return *this;
   }
@@ -339,12 +342,14 @@ class plan : public mpi::plan_facts<T, Op> {
 
   /// Completes the call begun by start(); `recv` is then ready (no pending work).
   void wait() {
+    (void)core_.get("collc::kokkos::plan");  // a moved-from plan says so, as collc::plan does
     if (!exec_) return;
     advance(true);
     core_.acknowledge();
   }
   /// Advances without blocking; true once the call is complete.
   bool test() {
+    (void)core_.get("collc::kokkos::plan");
     if (!exec_) return true;
     return fenced([&] { return core_.test(kernels()); });
   }
@@ -373,6 +378,11 @@ class plan : public mpi::plan_facts<T, Op> {
   void begin(const ExecSpace& exec, Begin&& begin_core) {
     (void)core_.get("collc::kokkos::plan");
     detail::fence(exec);
+    // Other plans' waits must be able to advance this call (engine::progress):
+    // MPI lets ranks complete started collectives in different orders, so
+    // rank 0 may wait for plan A while rank 1 waits for plan B. Set per call,
+    // since the kernels run on this call's instance.
+    core_.let_other_waits_advance(detail::exec_kernels<ExecSpace>{exec, runs_inline()});
     begin_core();
     exec_ = exec;
     advance(false);

@@ -124,7 +124,7 @@ exact_sum<std::remove_const_t<typename XView::value_type>> local_dot(const ExecS
 /// default operator; trailing arguments as for make_allreduce). Collective.
 template <class ExecSpace, class F, class... A>
 plan<ExecSpace, exact_sum<F>> make_reproducible_allreduce(MPI_Comm comm, A&&... args) {
-  return make_allreduce<ExecSpace, exact_sum<F>>(comm, 1, std::forward<A>(args)...);
+  return kokkos::make_allreduce<ExecSpace, exact_sum<F>>(comm, 1, std::forward<A>(args)...);  // qualified: ADL finds collc::make_allreduce too
 }
 
 /// Sums a local accumulator over the plan's ranks and rounds once: the
@@ -145,13 +145,13 @@ F reproducible_allreduce(plan<ExecSpace, exact_sum<F>>& p, const ExecSpace& exec
 /// The correctly rounded global sum of every rank's `x`; collective.
 template <class ExecSpace, class F, class View>
 F reproducible_sum(plan<ExecSpace, exact_sum<F>>& p, const ExecSpace& exec, const View& x) {
-  return reproducible_allreduce(p, exec, local_sum(exec, x));
+  return reproducible_allreduce(p, exec, mpi::call_or_refuse(p, [&] { return local_sum(exec, x); }));
 }
 
 /// The correctly rounded global sum of fl(x(i) * y(i)) over every rank's Views; collective.
 template <class ExecSpace, class F, class XView, class YView>
 F reproducible_dot(plan<ExecSpace, exact_sum<F>>& p, const ExecSpace& exec, const XView& x, const YView& y) {
-  return reproducible_allreduce(p, exec, local_dot(exec, x, y));
+  return reproducible_allreduce(p, exec, mpi::call_or_refuse(p, [&] { return local_dot(exec, x, y); }));
 }
 
 }  // namespace collc::kokkos

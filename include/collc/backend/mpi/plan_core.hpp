@@ -248,12 +248,14 @@ class plan_core {
   }
 
   /// Lets other plans' waits advance this plan's calls (engine::progress),
-  /// with host kernels and a copy of the operator: for plans whose buffers
-  /// the host reads and writes (collc::plan). An operator that cannot be
-  /// copied keeps its plan out of other waits.
-  void let_other_waits_advance() {
+  /// with `kernels` (host kernels by default: collc::plan, whose buffers the
+  /// host reads and writes; collc::kokkos::plan passes the kernels of each
+  /// call's execution space instance) and a copy of the operator. An
+  /// operator that cannot be copied keeps its plan out of other waits.
+  template <kernel_policy<T, Op> Kernels = host_kernels>
+  void let_other_waits_advance(const Kernels& kernels = {}) {
     if constexpr (std::is_copy_constructible_v<Op>)
-      e_->set_stepper([op = op_](engine& e) { return e.template advance<T>(op, false, host_kernels{}); });
+      e_->set_stepper([op = op_, kernels](engine& e) { return e.template advance<T>(op, false, kernels); });
   }
 
   /// A call still running when the plan goes away is completed (peers need
@@ -323,6 +325,17 @@ class plan_facts {
   /// Whether this rank's programs send or receive messages (the path between nodes).
   [[nodiscard]] bool uses_messages() const noexcept { return core_.engine_ref().has_transfers(); }
 
+  /// Refuses this rank's next call with `e`, an argument error that a helper
+  /// found before it made the call (collc::reproducible_dot's sizes): the call
+  /// is abandoned as after the plan's own argument checks, so the peers,
+  /// already in it, fail at once naming this rank instead of waiting for the
+  /// timeout. Throws `e`; like any failed call, it leaves the plan unusable.
+  [[noreturn]] void refuse_call(const error& e) {
+    (void)core_.get("collc plan");
+    core_.guarded([&] { throw e; });
+    throw e;  // not reached: guarded rethrows
+  }
+
  protected:
   explicit plan_facts(plan_core<T, Op> core) : core_(std::move(core)) {}
   plan_facts(plan_facts&&) noexcept = default;
@@ -331,6 +344,19 @@ class plan_facts {
 
   plan_core<T, Op> core_;
 };
+
+/// Runs `local`, the local part of a helper's call on plan `p` (e.g. the
+/// local sum of collc::reproducible_dot); a collc::error in it refuses the
+/// call (plan_facts::refuse_call), so the other ranks, already in the
+/// collective, fail at once instead of timing out.
+template <class Plan, class Local>
+auto call_or_refuse(Plan& p, Local&& local) -> decltype(local()) {
+  try {
+    return local();
+  } catch (const error& e) {
+    p.refuse_call(e);
+  }
+}
 
 /// The shape of a plan of T and Op: what every rank agrees on at setup.
 template <class T, class Op>

@@ -77,10 +77,13 @@ F finish(plan<exact_sum<F>>& p, exact_sum<F> local) {
 template <reproducible_range R, class F = reproducible_value_t<R>>
 F reproducible_sum(plan<exact_sum<F>>& p, const R& x) {
   mpi::check_reproducible_plan(p, "collc::reproducible_sum");
-  mpi::check_range_data(x, "collc::reproducible_sum", "x");
-  exact_sum<F> local;
-  local.add(std::ranges::data(x), std::ranges::size(x));
-  return mpi::finish(p, local);
+  // A local error refuses the call: the peers are in it already.
+  return mpi::finish(p, mpi::call_or_refuse(p, [&] {
+                       mpi::check_range_data(x, "collc::reproducible_sum", "x");
+                       exact_sum<F> local;
+                       local.add(std::ranges::data(x), std::ranges::size(x));
+                       return local;
+                     }));
 }
 
 /// The correctly rounded sum over all ranks of fl(x_i * y_i) for this rank's
@@ -88,14 +91,18 @@ F reproducible_sum(plan<exact_sum<F>>& p, const R& x) {
 template <reproducible_range R, reproducible_range S, class F = reproducible_value_t<R>>
 requires std::is_same_v<F, reproducible_value_t<S>> F reproducible_dot(plan<exact_sum<F>>& p, const R& x, const S& y) {
   mpi::check_reproducible_plan(p, "collc::reproducible_dot");
-  if (std::ranges::size(x) != std::ranges::size(y))
-    throw error(errc::invalid_argument, "collc::reproducible_dot: x has " + std::to_string(std::ranges::size(x)) +
-                                            " elements, y has " + std::to_string(std::ranges::size(y)));
-  mpi::check_range_data(x, "collc::reproducible_dot", "x");
-  mpi::check_range_data(y, "collc::reproducible_dot", "y");
-  exact_sum<F> local;
-  local.add_products(std::ranges::data(x), std::ranges::data(y), std::ranges::size(x));
-  return mpi::finish(p, local);
+  // A local error refuses the call: the peers are in it already.
+  return mpi::finish(p, mpi::call_or_refuse(p, [&] {
+                       if (std::ranges::size(x) != std::ranges::size(y))
+                         throw error(errc::invalid_argument,
+                                     "collc::reproducible_dot: x has " + std::to_string(std::ranges::size(x)) +
+                                         " elements, y has " + std::to_string(std::ranges::size(y)));
+                       mpi::check_range_data(x, "collc::reproducible_dot", "x");
+                       mpi::check_range_data(y, "collc::reproducible_dot", "y");
+                       exact_sum<F> local;
+                       local.add_products(std::ranges::data(x), std::ranges::data(y), std::ranges::size(x));
+                       return local;
+                     }));
 }
 
 /// As above with the plan built on first use and cached per communicator
