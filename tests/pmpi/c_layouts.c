@@ -10,23 +10,14 @@
  * alarm ends a hung run.
  *   c_layouts [reps]   (default 3) */
 #include <mpi.h>
-#if defined(OPEN_MPI)
-#include <mpi-ext.h>
-#endif
+
+#include "c_persistent_names.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#if defined(OPEN_MPI) && MPI_VERSION < 4
-#define Allgather_init MPIX_Allgather_init
-#define Bcast_init MPIX_Bcast_init
-#else
-#define Allgather_init MPI_Allgather_init
-#define Bcast_init MPI_Bcast_init
-#endif
 
 static int rank, size;
 

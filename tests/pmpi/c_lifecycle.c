@@ -18,19 +18,12 @@
  *                          this mode runs with the library only.
  */
 #include <mpi.h>
-#if defined(OPEN_MPI)
-#include <mpi-ext.h>
-#endif
+
+#include "c_persistent_names.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#if defined(OPEN_MPI) && MPI_VERSION < 4
-#define Allreduce_init MPIX_Allreduce_init
-#else
-#define Allreduce_init MPI_Allreduce_init
-#endif
 
 static MPI_Comm dup_comm = MPI_COMM_NULL;
 static long mismatches = 0;

@@ -8,29 +8,13 @@
  * intercepted). Data are small integers: exact in any reduction order.
  *   c_persistent [reps]   (starts per request, default 5) */
 #include <mpi.h>
-#if defined(OPEN_MPI)
-#include <mpi-ext.h>
-#endif
+
+#include "c_persistent_names.h"
 
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Open MPI 4.1 has the MPI 4.0 functions as extensions, MPIX_*. */
-#if defined(OPEN_MPI) && MPI_VERSION < 4
-#define Allreduce_init MPIX_Allreduce_init
-#define Bcast_init MPIX_Bcast_init
-#define Reduce_init MPIX_Reduce_init
-#define Allgather_init MPIX_Allgather_init
-#define Reduce_scatter_block_init MPIX_Reduce_scatter_block_init
-#else
-#define Allreduce_init MPI_Allreduce_init
-#define Bcast_init MPI_Bcast_init
-#define Reduce_init MPI_Reduce_init
-#define Allgather_init MPI_Allgather_init
-#define Reduce_scatter_block_init MPI_Reduce_scatter_block_init
-#endif
 
 #define MAX_CHECKS 1024
 static char names[MAX_CHECKS][80];

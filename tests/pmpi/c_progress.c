@@ -23,19 +23,12 @@
  * timeout). Rank 0 prints every allreduce result for compare.sh.
  *   c_progress [iterations]   (default 40) */
 #include <mpi.h>
-#if defined(OPEN_MPI)
-#include <mpi-ext.h>
-#endif
+
+#include "c_persistent_names.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
-
-#if defined(OPEN_MPI) && MPI_VERSION < 4
-#define Allreduce_init MPIX_Allreduce_init
-#else
-#define Allreduce_init MPI_Allreduce_init
-#endif
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);

@@ -30,10 +30,8 @@
  *   c_random [seed] [iterations] [max_count] [threads]   (defaults 1 300 100000 1) */
 #include <mpi.h>
 
+#include "c_persistent_names.h"
 #include "c_shared.h"
-#if defined(OPEN_MPI)
-#include <mpi-ext.h>
-#endif
 
 #include <float.h>
 #include <pthread.h>
@@ -43,14 +41,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#if defined(OPEN_MPI) && MPI_VERSION < 4
-#define Allreduce_init MPIX_Allreduce_init
-#define Bcast_init MPIX_Bcast_init
-#else
-#define Allreduce_init MPI_Allreduce_init
-#define Bcast_init MPI_Bcast_init
-#endif
 
 /* splitmix64: the same stream on every rank for the parameters, one per rank for the data. */
 static _Thread_local uint64_t params_state, data_state; /* each thread's stream */
