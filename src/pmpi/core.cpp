@@ -747,8 +747,12 @@ comm_state& state_of(MPI_Comm comm) {
     null_state.null_comm = true;
     return null_state;
   }
-  // After at_finalize: the attribute would name a freed state; the same
-  // state as MPI_COMM_NULL's sends the call to the MPI library.
+  auto& [last_comm, last_state, last_freed] = tls().last_state;
+  const std::uint64_t freed = g_states_freed.load(std::memory_order_acquire);
+  if (last_state != nullptr && last_comm == comm && last_freed == freed) return *last_state;
+  // After at_finalize (which bumped g_states_freed after setting this, so no
+  // cached state got past the line above): the attribute would name a freed
+  // state; the same state as MPI_COMM_NULL's sends the call to MPI.
   if (g_states_gone.load(std::memory_order_acquire)) {
     static comm_state* const gone_state = [] {
       auto* s = new comm_state;  // never freed: calls may come until exit
@@ -757,9 +761,6 @@ comm_state& state_of(MPI_Comm comm) {
     }();
     return *gone_state;
   }
-  auto& [last_comm, last_state, last_freed] = tls().last_state;
-  const std::uint64_t freed = g_states_freed.load(std::memory_order_acquire);
-  if (last_state != nullptr && last_comm == comm && last_freed == freed) return *last_state;
   const int kv = state_keyval();
   void* value = nullptr;
   int found = 0;
