@@ -186,7 +186,7 @@ void turn_mpi() {
 /// can advance its part of this collective, which MPI's progress rule allows;
 /// collc's plans progress only inside their own test), then give the core
 /// away (ranks often share cores).
-void idle(MPI_Comm) {
+void idle() {
   turn_mpi();
   std::this_thread::yield();
 }
@@ -399,7 +399,7 @@ COLLC_PMPI_EXPORT int MPI_Wait(MPI_Request* request, MPI_Status* status) {
       return pmpi::wait_giving_turns(MPI_COMM_NULL, request, status);
     return PMPI_Wait(request, status);
   }
-  while (!poll(*e)) idle(e->comm);
+  while (!poll(*e)) idle();
   return finish(*e, request, status);
 }
 
@@ -466,9 +466,6 @@ COLLC_PMPI_EXPORT int MPI_Waitall(int count, MPI_Request array_of_requests[], MP
   std::vector<entry*> ours;
   if (find_all(count, array_of_requests, ours) == 0) return waitall_mpi(count, array_of_requests, array_of_statuses);
   others rest(count, array_of_requests, ours, array_of_statuses);
-  MPI_Comm any_comm = MPI_COMM_WORLD;
-  for (entry* e : ours)
-    if (e != nullptr) any_comm = e->comm;
   int rest_err = MPI_SUCCESS;
   bool rest_done = rest.size() == 0;
   for (;;) {
@@ -486,7 +483,7 @@ COLLC_PMPI_EXPORT int MPI_Waitall(int count, MPI_Request array_of_requests[], MP
       rest_done = flag != 0 || rest_err != MPI_SUCCESS;
       std::this_thread::yield();
     } else {
-      idle(any_comm);
+      idle();
     }
   }
   return complete_all(count, array_of_requests, array_of_statuses, ours, rest, rest_err);
@@ -604,16 +601,13 @@ COLLC_PMPI_EXPORT int MPI_Waitany(int count, MPI_Request array_of_requests[], in
   std::vector<entry*> ours;
   if (find_all(count, array_of_requests, ours) == 0) return PMPI_Waitany(count, array_of_requests, index, status);
   others rest(count, array_of_requests, ours, MPI_STATUSES_IGNORE);
-  MPI_Comm any_comm = MPI_COMM_WORLD;
-  for (entry* e : ours)
-    if (e != nullptr) any_comm = e->comm;
   for (;;) {
     int err = MPI_SUCCESS;
     if (any_round(count, array_of_requests, ours, rest, index, status, &err)) return err;
     if (rest.size() > 0)
       std::this_thread::yield();  // PMPI_Testany progressed the library
     else
-      idle(any_comm);
+      idle();
   }
 }
 
@@ -640,9 +634,6 @@ COLLC_PMPI_EXPORT int MPI_Waitsome(int incount, MPI_Request array_of_requests[],
   if (find_all(incount, array_of_requests, ours) == 0)
     return PMPI_Waitsome(incount, array_of_requests, outcount, array_of_indices, array_of_statuses);
   others rest(incount, array_of_requests, ours, array_of_statuses);
-  MPI_Comm any_comm = MPI_COMM_WORLD;
-  for (entry* e : ours)
-    if (e != nullptr) any_comm = e->comm;
   for (;;) {
     int err = MPI_SUCCESS;
     if (!some_round(incount, array_of_requests, ours, rest, outcount, array_of_indices, array_of_statuses, &err) ||
@@ -651,7 +642,7 @@ COLLC_PMPI_EXPORT int MPI_Waitsome(int incount, MPI_Request array_of_requests[],
     if (rest.size() > 0)
       std::this_thread::yield();
     else
-      idle(any_comm);
+      idle();
   }
 }
 
