@@ -90,6 +90,21 @@ inline void refuse_options_that_do_not_apply(const program_options& o) {
     refuse(fmt::format("--root applies to --collective reduce and bcast only; {} has no root", to_string(o.coll)));
 }
 
+/// Refuses `path` for --dot if a file is there that collc did not write (as
+/// wisdom files are kept): `--dot README.md` is a typo, not a request. Checked
+/// while parsing, before anything is lowered or printed.
+inline void check_dot_target(const std::string& path) {
+  if (std::ifstream old(path); old) {
+    std::string first;
+    std::getline(old, first);
+    if (first != "digraph collc {")
+      throw error(errc::invalid_argument, fmt::format("--dot {}: the file exists and is not a graph collc wrote "
+                                                      "(its first line is not 'digraph collc {{'); give another "
+                                                      "name, or remove it first",
+                                                      path));
+  }
+}
+
 inline program_options parse_program_options(std::span<const std::string_view> args) {
   program_options o;
   for (option_cursor opt(args); opt.more(); opt.advance()) {
@@ -147,6 +162,7 @@ inline program_options parse_program_options(std::span<const std::string_view> a
     } else if (a == "--dot") {
       o.dot = std::string(next());
       if (o.dot.empty()) throw error(errc::invalid_argument, "--dot needs a file name, got ''");
+      check_dot_target(o.dot);
     } else if (a == "-h" || a == "--help") {
       o.help = true;
       return o;  // nothing else is required or checked
@@ -227,17 +243,6 @@ inline ir::program lower_from(const program_options& o) {
 
 inline void write_dot(const program_options& o, const ir::program& p) {
   if (o.dot.empty()) return;
-  // A file already there is replaced only if it is a graph collc wrote (as
-  // wisdom files are): `--dot README.md` is a typo, not a request.
-  if (std::ifstream old(o.dot); old) {
-    std::string first;
-    std::getline(old, first);
-    if (first != "digraph collc {")
-      throw error(errc::invalid_argument, fmt::format("--dot {}: the file exists and is not a graph collc wrote "
-                                                      "(its first line is not 'digraph collc {{'); give another "
-                                                      "name, or remove it first",
-                                                      o.dot));
-  }
   std::ofstream out(o.dot);
   out << ir::to_dot(p);
   if (!out) throw error(errc::io_error, fmt::format("cannot write '{}'", o.dot));
