@@ -735,6 +735,19 @@ library running_library() {
   return lib;
 }
 
+/// A state that sends every call to the MPI library: MPI_COMM_NULL's (it has
+/// no attributes; MPI reports the erroneous call through its own handler)
+/// and every communicator's once at_finalize has freed the states. Never
+/// destroyed: calls may come until the process exits.
+comm_state& to_mpi_state() {
+  static comm_state* const s = [] {
+    auto* state = new comm_state;
+    state->null_comm = true;
+    return state;
+  }();
+  return *s;
+}
+
 /// The state of `comm`, created at its first intercepted call. The last
 /// communicator a thread called on is remembered (programs call many
 /// collectives in a row on one communicator), which saves the attribute
@@ -742,25 +755,14 @@ library running_library() {
 comm_state& state_of(MPI_Comm comm) {
   // MPI_COMM_NULL has no attributes: a state that sends every call to the
   // MPI library, which reports the erroneous call through its own handler.
-  if (comm == MPI_COMM_NULL) {
-    static comm_state null_state;
-    null_state.null_comm = true;
-    return null_state;
-  }
+  if (comm == MPI_COMM_NULL) return to_mpi_state();
   auto& [last_comm, last_state, last_freed] = tls().last_state;
   const std::uint64_t freed = g_states_freed.load(std::memory_order_acquire);
   if (last_state != nullptr && last_comm == comm && last_freed == freed) return *last_state;
   // After at_finalize (which bumped g_states_freed after setting this, so no
   // cached state got past the line above): the attribute would name a freed
   // state; the same state as MPI_COMM_NULL's sends the call to MPI.
-  if (g_states_gone.load(std::memory_order_acquire)) {
-    static comm_state* const gone_state = [] {
-      auto* s = new comm_state;  // never freed: calls may come until exit
-      s->null_comm = true;
-      return s;
-    }();
-    return *gone_state;
-  }
+  if (g_states_gone.load(std::memory_order_acquire)) return to_mpi_state();
   const int kv = state_keyval();
   void* value = nullptr;
   int found = 0;

@@ -65,6 +65,27 @@ void check_reproducible_plan(const plan<exact_sum<F>>& p, const char* who) {
                                             "(collc::make_reproducible_allreduce), got " +
                                             p.name());
 }
+/// This rank's exact sum of x, and of fl(x_i * y_i): the local parts of
+/// every reproducible_sum / reproducible_dot, checked (null data with n > 0,
+/// unequal sizes) before anything is read.
+template <reproducible_range R, class F = reproducible_value_t<R>>
+exact_sum<F> local_sum(const R& x) {
+  check_range_data(x, "collc::reproducible_sum", "x");
+  exact_sum<F> s;
+  s.add(std::ranges::data(x), std::ranges::size(x));
+  return s;
+}
+template <reproducible_range R, reproducible_range S, class F = reproducible_value_t<R>>
+exact_sum<F> local_dot(const R& x, const S& y) {
+  if (std::ranges::size(x) != std::ranges::size(y))
+    throw error(errc::invalid_argument, "collc::reproducible_dot: x has " + std::to_string(std::ranges::size(x)) +
+                                            " elements, y has " + std::to_string(std::ranges::size(y)));
+  check_range_data(x, "collc::reproducible_dot", "x");
+  check_range_data(y, "collc::reproducible_dot", "y");
+  exact_sum<F> s;
+  s.add_products(std::ranges::data(x), std::ranges::data(y), std::ranges::size(x));
+  return s;
+}
 template <class F>
 F finish(plan<exact_sum<F>>& p, exact_sum<F> local) {
   exact_sum<F> global;
@@ -78,12 +99,7 @@ template <reproducible_range R, class F = reproducible_value_t<R>>
 F reproducible_sum(plan<exact_sum<F>>& p, const R& x) {
   mpi::check_reproducible_plan(p, "collc::reproducible_sum");
   // A local error refuses the call: the peers are in it already.
-  return mpi::finish(p, mpi::call_or_refuse(p, [&] {
-                       mpi::check_range_data(x, "collc::reproducible_sum", "x");
-                       exact_sum<F> local;
-                       local.add(std::ranges::data(x), std::ranges::size(x));
-                       return local;
-                     }));
+  return mpi::finish(p, mpi::call_or_refuse(p, [&] { return mpi::local_sum(x); }));
 }
 
 /// The correctly rounded sum over all ranks of fl(x_i * y_i) for this rank's
@@ -92,38 +108,20 @@ template <reproducible_range R, reproducible_range S, class F = reproducible_val
 requires std::is_same_v<F, reproducible_value_t<S>> F reproducible_dot(plan<exact_sum<F>>& p, const R& x, const S& y) {
   mpi::check_reproducible_plan(p, "collc::reproducible_dot");
   // A local error refuses the call: the peers are in it already.
-  return mpi::finish(p, mpi::call_or_refuse(p, [&] {
-                       if (std::ranges::size(x) != std::ranges::size(y))
-                         throw error(errc::invalid_argument,
-                                     "collc::reproducible_dot: x has " + std::to_string(std::ranges::size(x)) +
-                                         " elements, y has " + std::to_string(std::ranges::size(y)));
-                       mpi::check_range_data(x, "collc::reproducible_dot", "x");
-                       mpi::check_range_data(y, "collc::reproducible_dot", "y");
-                       exact_sum<F> local;
-                       local.add_products(std::ranges::data(x), std::ranges::data(y), std::ranges::size(x));
-                       return local;
-                     }));
+  return mpi::finish(p, mpi::call_or_refuse(p, [&] { return mpi::local_dot(x, y); }));
 }
 
 /// As above with the plan built on first use and cached per communicator
 /// (collc/blocking.hpp: COLLC_ALGO / wisdom apply as for collc::allreduce).
 template <reproducible_range R, class F = reproducible_value_t<R>>
 F reproducible_sum(MPI_Comm comm, const R& x) {
-  mpi::check_range_data(x, "collc::reproducible_sum", "x");
-  exact_sum<F> s;
-  s.add(std::ranges::data(x), std::ranges::size(x));
+  exact_sum<F> s = mpi::local_sum(x);
   allreduce(comm, in_place, &s, 1);
   return s.round();
 }
 template <reproducible_range R, reproducible_range S, class F = reproducible_value_t<R>>
 requires std::is_same_v<F, reproducible_value_t<S>> F reproducible_dot(MPI_Comm comm, const R& x, const S& y) {
-  if (std::ranges::size(x) != std::ranges::size(y))
-    throw error(errc::invalid_argument, "collc::reproducible_dot: x has " + std::to_string(std::ranges::size(x)) +
-                                            " elements, y has " + std::to_string(std::ranges::size(y)));
-  mpi::check_range_data(x, "collc::reproducible_dot", "x");
-  mpi::check_range_data(y, "collc::reproducible_dot", "y");
-  exact_sum<F> s;
-  s.add_products(std::ranges::data(x), std::ranges::data(y), std::ranges::size(x));
+  exact_sum<F> s = mpi::local_dot(x, y);
   allreduce(comm, in_place, &s, 1);
   return s.round();
 }
