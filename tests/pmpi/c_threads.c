@@ -3,7 +3,13 @@
  * libcollc_mpi locks its tables, not the plans, so the two streams run
  * concurrently on their own plans. Rank 0 prints a hash of every result of
  * every rank and thread (tests/pmpi/compare.sh compares the output with and
- * without the library). */
+ * without the library).
+ *   c_threads [fresh]   (default 0)
+ * With `fresh` > 0 each thread then makes `fresh` new duplicates of its
+ * communicator, one after the other, and calls one allreduce on each: the
+ * two threads set up first plans on new communicators at the same time,
+ * over and over (Open MPI 4.1 failed this with MPI_ERR_TRUNCATE in libnbc
+ * when collc issued its first round's allgather after MPI_Comm_idup). */
 #include <mpi.h>
 
 #include <pthread.h>
@@ -16,6 +22,7 @@ enum { CALLS = 60 };
 typedef struct {
   MPI_Comm comm;
   int id;
+  int fresh;
   uint64_t hash;
 } stream;
 
@@ -40,6 +47,15 @@ static void* run(void* arg) {
     MPI_Bcast(x, n, MPI_DOUBLE, call % size, s->comm);
     s->hash = fnv(s->hash, x, sizeof(double) * (size_t)n);
   }
+  for (int f = 0; f < s->fresh; ++f) {
+    MPI_Comm fresh;
+    MPI_Comm_dup(s->comm, &fresh);
+    const int n = 1 + (f * 13 + s->id * 5) % 64;
+    for (int k = 0; k < n; ++k) x[k] = rank * (s->id + 1) + k + f;
+    MPI_Allreduce(x, y, n, MPI_DOUBLE, MPI_SUM, fresh);
+    s->hash = fnv(s->hash, y, sizeof(double) * (size_t)n);
+    MPI_Comm_free(&fresh);
+  }
   return NULL;
 }
 
@@ -54,11 +70,18 @@ int main(int argc, char** argv) {
     MPI_Finalize();
     return 0;
   }
+  const int fresh = argc > 1 ? atoi(argv[1]) : 0;
+  if (fresh < 0) {
+    if (rank == 0) fprintf(stderr, "c_threads: fresh (%s) must be >= 0\n", argv[1]);
+    MPI_Finalize();
+    return 2;
+  }
   stream s[2];
   pthread_t t[2];
   for (int i = 0; i < 2; ++i) {
     MPI_Comm_dup(MPI_COMM_WORLD, &s[i].comm);
     s[i].id = i;
+    s[i].fresh = fresh;
   }
   for (int i = 0; i < 2; ++i) pthread_create(&t[i], NULL, run, &s[i]);
   for (int i = 0; i < 2; ++i) pthread_join(t[i], NULL);

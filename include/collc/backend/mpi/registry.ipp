@@ -51,9 +51,23 @@ COLLC_INLINE registry::registry(MPI_Comm user_comm, double timeout_s, const std:
     auto keys = std::make_unique<host_entry[]>(static_cast<std::size_t>(size));
     MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
     const setup_round round;
-    COLLC_MPI_CHECK(MPI_Comm_idup(user_comm, handle.get(), &req[0]));
+    // The allgather is issued before the duplication, not after: Open MPI
+    // runs a duplication's context-id agreement (nonblocking allreduces on
+    // the parent communicator, whose tags are taken in issue order) from its
+    // progress engine, at a time that differs between ranks when another
+    // thread drives progress or another duplication holds the id lock. An
+    // allgather issued after MPI_Comm_idup could then take the tag of an
+    // agreement round on one rank and not on another: MPI_ERR_TRUNCATE in
+    // libnbc, seen with two threads setting up their first plans at once.
+    // Issued first, it takes its tag before any agreement round on every rank.
     COLLC_MPI_CHECK(MPI_Iallgather(mine.get(), sizeof(host_entry), MPI_BYTE, keys.get(), sizeof(host_entry), MPI_BYTE,
                                    user_comm, &req[1]));
+    if (const int rc = MPI_Comm_idup(user_comm, handle.get(), &req[0]); rc != MPI_SUCCESS) {
+      (void)keys.release();  // the allgather may still write them
+      (void)mine.release();
+      abandon(req[1]);
+      mpi_check(rc, "MPI_Comm_idup");
+    }
     if (!wait_request(req[0], timeout_s, idle) || !wait_request(req[1], timeout_s, idle)) {
       (void)handle.release();
       (void)keys.release();
