@@ -216,6 +216,26 @@ TEST_CASE("reproducible_sum and reproducible_dot: one call, same bits at every P
         failures.push_back("a peer's bad sizes: " + std::string(e.what()) + " after " + std::to_string(waited) + " s");
     }
   }
+  // The same through the blocking form (its cached plan, on a communicator of its own, as the
+  // refused plan stays unusable): the peers waited the default 60 s and reported a timeout.
+  if (P > 1) {
+    MPI_Comm dup = MPI_COMM_NULL;
+    MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    const std::vector<double> y(me == 0 ? mine.size() + 1 : mine.size(), 1.0);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      (void)collc::reproducible_dot(dup, mine, y);
+      failures.push_back("blocking form, a peer's bad sizes: no error");
+    } catch (const collc::error& e) {
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (me == 0 && std::string(e.what()).find("elements, y has") == std::string::npos)
+        failures.push_back(std::string("blocking form, rank 0's own error: ") + e.what());
+      if (me != 0 && (e.code() == collc::errc::timeout || waited > 20))
+        failures.push_back("blocking form, a peer's bad sizes: " + std::string(e.what()) + " after " +
+                           std::to_string(waited) + " s");
+    }
+    MPI_Comm_free(&dup);
+  }
   // The naive local-then-MPI sum is not reproducible here (the data cancels hugely).
   double local = 0, naive = 0;
   for (double x : mine) local += x;

@@ -113,17 +113,18 @@ requires std::is_same_v<F, reproducible_value_t<S>> F reproducible_dot(plan<exac
 
 /// As above with the plan built on first use and cached per communicator
 /// (collc/blocking.hpp: COLLC_ALGO / wisdom apply as for collc::allreduce).
+/// A local error (null data, unequal sizes) refuses the cached plan's call,
+/// as with a plan of one's own: the peers fail at once naming this rank, and
+/// the cached plan is unusable afterwards, on every rank.
 template <reproducible_range R, class F = reproducible_value_t<R>>
 F reproducible_sum(MPI_Comm comm, const R& x) {
-  exact_sum<F> s = mpi::local_sum(x);
-  allreduce(comm, in_place, &s, 1);
-  return s.round();
+  auto& p = mpi::blocking_plan<exact_sum<F>, plus>(collective::allreduce, comm, 1, 0, plus{});
+  return mpi::finish(p, mpi::call_or_refuse(p, [&] { return mpi::local_sum(x); }));
 }
 template <reproducible_range R, reproducible_range S, class F = reproducible_value_t<R>>
 requires std::is_same_v<F, reproducible_value_t<S>> F reproducible_dot(MPI_Comm comm, const R& x, const S& y) {
-  exact_sum<F> s = mpi::local_dot(x, y);
-  allreduce(comm, in_place, &s, 1);
-  return s.round();
+  auto& p = mpi::blocking_plan<exact_sum<F>, plus>(collective::allreduce, comm, 1, 0, plus{});
+  return mpi::finish(p, mpi::call_or_refuse(p, [&] { return mpi::local_dot(x, y); }));
 }
 
 }  // namespace collc
