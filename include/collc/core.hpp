@@ -24,6 +24,10 @@ constexpr std::string_view to_string(collective c) noexcept {
   return "?";
 }
 
+/// False for a value outside the enumeration (a cast from an integer, e.g.
+/// one read from a file or a command line).
+constexpr bool is_known(collective c) noexcept { return to_string(c) != "?"; }
+
 /// True for collectives whose result combines contributions with an operator.
 constexpr bool reduces(collective c) noexcept {
   return c == collective::allreduce || c == collective::reduce_scatter || c == collective::reduce;

@@ -357,6 +357,11 @@ TEST_CASE("Kokkos reducers map to collc operators", "[backend][kokkos][plan][ops
   static_assert(std::is_same_v<op_t<Kokkos::BAnd<int>>, collc::bit_and>);
   static_assert(std::is_same_v<op_t<Kokkos::BOr<int>>, collc::bit_or>);
   static_assert(std::is_same_v<op_t<mat_mul>, mat_mul>);  // anything else is itself
+  // A reducer of another value type is a compile-time error (it summed as T before, unseen).
+  static_assert(collc::kokkos::reducer_fits_v<Kokkos::Sum<double>, double>);
+  static_assert(!collc::kokkos::reducer_fits_v<Kokkos::Sum<int>, double>);
+  static_assert(!collc::kokkos::reducer_fits_v<Kokkos::Max<float>, double>);
+  static_assert(collc::kokkos::reducer_fits_v<collc::plus, double>);
 
   const int P = world_size(), me = world_rank();
   const exec_space exec;
@@ -482,6 +487,13 @@ TEST_CASE("Views the plan cannot take are rejected", "[backend][kokkos][plan][er
   CHECK_THAT(message([&](auto& p) { p(exec, ok, short_view); }), Catch::Contains("has 5 elements, the plan needs 6"));
   CHECK_THAT(message([&](auto& p) { p(exec, unallocated, ok); }), Catch::Contains("has 0 elements"));
   CHECK_THAT(message([&](auto& p) { p(exec, ok, ok); }), Catch::Contains("overlaps"));
+  // A collective value outside the enumeration (make_plan takes it by value) names the value.
+  auto bad_collective = [&] {
+    return collc::kokkos::make_plan<exec_space, double>(static_cast<collc::collective>(9), MPI_COMM_WORLD, n, 0);
+  };
+  CHECK_THROWS_WITH(
+      bad_collective(),
+      "collc::make_plan: collective value 9 is none of allreduce, reduce_scatter, allgather, reduce, bcast");
   // A fresh plan runs.
   auto p = collc::kokkos::make_allreduce<exec_space, double>(MPI_COMM_WORLD, n);
   Kokkos::deep_copy(ok, 1.0);

@@ -157,6 +157,11 @@ TEST_CASE("every collective can be tuned", "[tune]") {
   }
 }
 
+TEST_CASE("a collective value outside the enumeration is refused before any collective", "[tune]") {
+  CHECK_THROWS_WITH(collc::tune<double>(static_cast<collective>(7), MPI_COMM_WORLD, 10, quick()),
+                    "collc::tune: collective value 7 is none of allreduce, reduce_scatter, allgather, reduce, bcast");
+}
+
 TEST_CASE("wisdom: written after measuring, hit afterwards", "[tune][wisdom]") {
   const int P = world_size();
   if (P == 1) return;

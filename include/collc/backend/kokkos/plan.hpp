@@ -75,41 +75,57 @@ namespace collc::kokkos {
 template <class Op>
 struct op_of {
   using type = Op;
+  using scalar = void;  ///< a reducer's value type; void for anything else
 };
 template <class S, class Sp>
 struct op_of<Kokkos::Sum<S, Sp>> {
   using type = plus;
+  using scalar = S;
 };
 template <class S, class Sp>
 struct op_of<Kokkos::Prod<S, Sp>> {
   using type = prod;
+  using scalar = S;
 };
 template <class S, class Sp>
 struct op_of<Kokkos::Min<S, Sp>> {
   using type = min;
+  using scalar = S;
 };
 template <class S, class Sp>
 struct op_of<Kokkos::Max<S, Sp>> {
   using type = max;
+  using scalar = S;
 };
 template <class S, class Sp>
 struct op_of<Kokkos::LAnd<S, Sp>> {
   using type = logical_and;
+  using scalar = S;
 };
 template <class S, class Sp>
 struct op_of<Kokkos::LOr<S, Sp>> {
   using type = logical_or;
+  using scalar = S;
 };
 template <class S, class Sp>
 struct op_of<Kokkos::BAnd<S, Sp>> {
   using type = bit_and;
+  using scalar = S;
 };
 template <class S, class Sp>
 struct op_of<Kokkos::BOr<S, Sp>> {
   using type = bit_or;
+  using scalar = S;
 };
 template <class Op>
 using op_t = typename op_of<std::remove_cvref_t<Op>>::type;
+/// Whether `Op` may reduce a plan of T: a Kokkos reducer only for its own
+/// value type (Kokkos::Sum<int> on a plan of double is a slip: the sum would
+/// be of doubles), anything else always (reduction_op checks it).
+template <class Op, class T>
+inline constexpr bool reducer_fits_v =
+    std::is_void_v<typename op_of<std::remove_cvref_t<Op>>::scalar> ||
+    std::is_same_v<std::remove_cv_t<typename op_of<std::remove_cvref_t<Op>>::scalar>, T>;
 
 // --- what a plan accepts ------------------------------------------------------------
 
@@ -429,6 +445,9 @@ class plan : public mpi::plan_facts<T, Op> {
 ///   auto p = collc::kokkos::make_allreduce<Kokkos::Serial, double, Kokkos::Max<double>>(comm, n);
 template <class ExecSpace, class T, class Op = plus, class... A>
 plan<ExecSpace, T, op_t<Op>> make_allreduce(MPI_Comm comm, std::size_t count, A&&... args) {
+  static_assert(reducer_fits_v<Op, T>,
+                "collc::kokkos::make_allreduce: the Kokkos reducer's value type is not T; use the reducer of T (e.g. "
+                "Kokkos::Sum<T>)");
   static_assert(reduction_op<op_t<Op>, T>,
                 "collc::kokkos::make_allreduce: Op must be callable as T(const T&, const T&) or a Kokkos reducer");
   return plan<ExecSpace, T, op_t<Op>>(
@@ -438,6 +457,9 @@ plan<ExecSpace, T, op_t<Op>> make_allreduce(MPI_Comm comm, std::size_t count, A&
 ///   auto p = collc::kokkos::make_reduce_scatter<Kokkos::Serial, long>(comm, 4);  p(exec, send /* 4P */, recv /* 4 */);
 template <class ExecSpace, class T, class Op = plus, class... A>
 plan<ExecSpace, T, op_t<Op>> make_reduce_scatter(MPI_Comm comm, std::size_t count, A&&... args) {
+  static_assert(reducer_fits_v<Op, T>,
+                "collc::kokkos::make_reduce_scatter: the Kokkos reducer's value type is not T; use the reducer of T "
+                "(e.g. Kokkos::Sum<T>)");
   static_assert(reduction_op<op_t<Op>, T>,
                 "collc::kokkos::make_reduce_scatter: Op must be callable as T(const T&, const T&) or a Kokkos reducer");
   return plan<ExecSpace, T, op_t<Op>>(
@@ -453,6 +475,9 @@ plan<ExecSpace, T> make_allgather(MPI_Comm comm, std::size_t count, A&&... args)
 ///   auto p = collc::kokkos::make_reduce<Kokkos::Serial, double, collc::min>(comm, n, 0);  p(exec, x, y);
 template <class ExecSpace, class T, class Op = plus, class... A>
 plan<ExecSpace, T, op_t<Op>> make_reduce(MPI_Comm comm, std::size_t count, int root, A&&... args) {
+  static_assert(reducer_fits_v<Op, T>,
+                "collc::kokkos::make_reduce: the Kokkos reducer's value type is not T; use the reducer of T (e.g. "
+                "Kokkos::Sum<T>)");
   static_assert(reduction_op<op_t<Op>, T>,
                 "collc::kokkos::make_reduce: Op must be callable as T(const T&, const T&) or a Kokkos reducer");
   return plan<ExecSpace, T, op_t<Op>>(
@@ -468,6 +493,9 @@ plan<ExecSpace, T> make_bcast(MPI_Comm comm, std::size_t count, int root, A&&...
 /// Any collective by value (what the tests use to cover all five alike).
 template <class ExecSpace, class T, class Op = plus, class... A>
 plan<ExecSpace, T, op_t<Op>> make_plan(collective coll, MPI_Comm comm, std::size_t count, int root, A&&... args) {
+  static_assert(reducer_fits_v<Op, T>,
+                "collc::kokkos::make_plan: the Kokkos reducer's value type is not T; use the reducer of T (e.g. "
+                "Kokkos::Sum<T>)");
   return plan<ExecSpace, T, op_t<Op>>(mpi::make_core<T, op_t<Op>>(coll, comm, count, root, std::forward<A>(args)...));
 }
 

@@ -386,6 +386,15 @@ const char* missing_operator(const Op& op) {
     return nullptr;
 }
 
+/// Throws errc::invalid_argument naming `c` if it is not a collective
+/// (an integer cast to the enumeration).
+inline void check_known(collective c, const char* who) {
+  if (!is_known(c))
+    throw error(errc::invalid_argument,
+                collc::detail::cat(who, ": collective value ", static_cast<int>(c),
+                                   " is none of allreduce, reduce_scatter, allgather, reduce, bcast"));
+}
+
 /// The common body of every factory (collc::make_*, collc::kokkos::make_*):
 /// checks the argument types, collects the values and builds (collective
 /// over `comm`).
@@ -397,6 +406,7 @@ plan_core<T, Op> make_core(collective coll, MPI_Comm comm, std::size_t count, in
   // up to alignas(64), not beyond.
   static_assert(alignof(T) <= 64, "collc::make_*: T's alignment exceeds 64 bytes, the alignment of collc's buffers");
   static_assert(check_plan_args<T, Op, A...>());
+  check_known(coll, "collc::make_plan");
   plan_args<Op> pa;
   (pa.take(std::forward<A>(args)), ...);
   // Every rank runs the same code, so every rank stops here alike, before setup.

@@ -192,6 +192,7 @@ double median(std::vector<double> v);
 template <class T, class Op = plus>
 tune_result tune(collective c, MPI_Comm comm, std::size_t count, const tune_options& options = {}, Op op = {},
                  int root = 0) {
+  mpi::check_known(c, "collc::tune");  // before any collective: every rank stops here alike
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   tune_result out;
