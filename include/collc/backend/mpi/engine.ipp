@@ -436,7 +436,6 @@ COLLC_INLINE void engine::timed_out(const std::string& msg) const {
 
 COLLC_INLINE void engine::wait_setup(MPI_Request& req, std::shared_ptr<void> buffer, MPI_Comm* made,
                                      const std::function<std::string()>& what) {
-  const registry::setup_round round;
   if (registry::wait_request(req, opt_.timeout_s)) return;
   reg_->keep_pending(req, std::move(buffer), made);
   setup_timed_out(what());
@@ -676,8 +675,6 @@ COLLC_INLINE void engine::step_from_other() noexcept {
 }
 
 COLLC_INLINE void engine::progress_mpi() const {
-  // Not while another thread duplicates a communicator (registry::setups_in_flight).
-  if (registry::setups_in_flight().load(std::memory_order_acquire) != 0) return;
   // Nothing is ever sent point to point on the control communicator (collc's
   // messages use comm_, its own duplicate), so this probe cannot match: it
   // runs the progress engine and returns.

@@ -126,27 +126,6 @@ class registry {
   /// wait in one of them before it comes here).
   registry(MPI_Comm user_comm, double timeout_s, const std::function<void()>& idle = {});
 
-  /// How many threads of this process are in a setup's round of
-  /// nonblocking collectives (a registry's first round, its MPI_Comm_idup and
-  /// MPI_Iallgather; a plan's MPI_Comm_idup). Open MPI 4.1 breaks a communicator
-  /// duplication in progress when another thread drives its progress engine
-  /// at the same time (libnbc reports MPI_ERR_TRUNCATE; seen in pmpi_threads
-  /// once collc's waits turned the engine): engine::progress_mpi skips its
-  /// turn meanwhile. Nothing is lost: the thread in the round tests its
-  /// requests, which progresses everything.
-  static std::atomic<int>& setups_in_flight() noexcept {
-    static std::atomic<int> n{0};
-    return n;
-  }
-
-  /// Counts the calling thread in setups_in_flight() while it lives.
-  struct setup_round {
-    setup_round() noexcept { setups_in_flight().fetch_add(1, std::memory_order_acq_rel); }
-    ~setup_round() { setups_in_flight().fetch_sub(1, std::memory_order_acq_rel); }
-    setup_round(const setup_round&) = delete;
-    setup_round& operator=(const setup_round&) = delete;
-  };
-
   registry(const registry&) = delete;
   registry& operator=(const registry&) = delete;
   ~registry();

@@ -50,7 +50,6 @@ COLLC_INLINE registry::registry(MPI_Comm user_comm, double timeout_s, const std:
     auto handle = std::make_unique<MPI_Comm>(MPI_COMM_NULL);
     auto keys = std::make_unique<host_entry[]>(static_cast<std::size_t>(size));
     MPI_Request req[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
-    const setup_round round;
     // The allgather is issued before the duplication, not after: Open MPI
     // runs a duplication's context-id agreement (nonblocking allreduces on
     // the parent communicator, whose tags are taken in issue order) from its
