@@ -54,6 +54,18 @@ COLLC_PMPI_EXPORT int MPI_Op_create(MPI_User_function* user_fn, int commute, MPI
   return err;
 }
 
+COLLC_PMPI_EXPORT int MPI_Comm_idup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Request* request) {
+  pmpi::comm_idup_called(comm);
+  return PMPI_Comm_idup(comm, newcomm, request);
+}
+
+#if MPI_VERSION >= 4
+COLLC_PMPI_EXPORT int MPI_Comm_idup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm, MPI_Request* request) {
+  pmpi::comm_idup_called(comm);
+  return PMPI_Comm_idup_with_info(comm, info, newcomm, request);
+}
+#endif
+
 COLLC_PMPI_EXPORT int MPI_Op_free(MPI_Op* op) {
   if (op != nullptr) pmpi::op_freed(*op);
   return PMPI_Op_free(op);

@@ -207,6 +207,7 @@ enum class why : int {
   first_calls,     // before the signature's COLLC_PMPI_FROM_CALL-th call
   mpi_faster,      // the measured table hands this size to MPI
   refused,         // collc refused the plan at setup (then always MPI for it)
+  pending_idup,    // the program's MPI_Comm_idup of the communicator came before collc's first plan on it
   count_
 };
 constexpr int n_whys = static_cast<int>(why::count_);
@@ -225,6 +226,7 @@ const char* describe(why w) {
     case why::first_calls: return "first calls of a signature (COLLC_PMPI_FROM_CALL)";
     case why::mpi_faster: return "size the MPI library does faster here (COLLC_PMPI_SIZES)";
     case why::refused: return "plan refused by collc at setup";
+    case why::pending_idup: return "MPI_Comm_idup of the communicator before its first plan";
     case why::count_: break;
   }
   return "?";
@@ -578,6 +580,17 @@ struct comm_state {
     return false;
   }
   bool inter = false;
+  // The program called MPI_Comm_idup on this communicator before collc's
+  // first plan on it (comm_idup_called): every later call goes to MPI. A
+  // first plan's round (MPI_Iallgather, MPI_Comm_idup on this communicator)
+  // while the program's duplication may still be pending breaks in Open MPI
+  // 4.1: the duplication's context-id allreduces are issued from the progress
+  // engine at times that differ between ranks, so the allgather took one's
+  // libnbc tag on some ranks (MPI_ERR_TRUNCATE), and a second duplication
+  // waited before the first hangs. Whether the program's request completed
+  // is a rank's own knowledge, so no later point is the same on every rank;
+  // the call that sets this is collective, so every rank sets it alike.
+  bool program_idup = false;
   struct cached {
     std::unique_ptr<typed_plan> plan;
     std::list<signature>::iterator lru;
@@ -1146,6 +1159,8 @@ int dispatch(const call& c, std::optional<why> unfit, ToMpi&& to_mpi) {
       v = refuse(why::null_comm);
     else if (st.inter)
       v = refuse(why::intercomm);
+    else if (st.program_idup)
+      v = refuse(why::pending_idup);
     else if (unfit)
       v = refuse(*unfit);
     else if (c.count == 0)
@@ -1467,7 +1482,7 @@ std::unique_ptr<persistent_call> make_persistent(coll c, const void* send, void*
   // but the same switches, fallbacks and table as the blocking call.
   if (!s.enabled || !(s.collectives >> static_cast<int>(c) & 1u)) return nullptr;
   comm_state& st = state_of(comm);
-  if (st.inter || st.null_comm) return nullptr;
+  if (st.inter || st.null_comm || st.program_idup) return nullptr;
   prepared p;
   switch (c) {
     case coll::allreduce:
@@ -1516,6 +1531,17 @@ void op_created(MPI_Op op, void (*fn)(), bool commute, op_language lang) {
   const std::lock_guard<std::mutex> lock(t.m);
   t.by_handle[handle_id(op)] = user_function{fn, commute, lang, MPI_DATATYPE_NULL};
   g_ops_changed.fetch_add(1, std::memory_order_release);
+}
+
+void comm_idup_called(MPI_Comm comm) noexcept {
+  // A communicator whose first plan was built keeps its registry (collc's own
+  // duplicate) until it is freed, and collc issues nothing on it afterwards.
+  if (comm == MPI_COMM_NULL || !config().enabled) return;
+  try {
+    comm_state& st = state_of(comm);
+    if (!st.null_comm && !st.inter && !st.registry) st.program_idup = true;
+  } catch (...) {  // the MPI library reports a bad communicator in its MPI_Comm_idup
+  }
 }
 
 void op_freed(MPI_Op op) {

@@ -35,6 +35,9 @@ extern "C" int mpi_fortran_bottom_;
 extern "C" void pmpi_op_create_(void (*fn)(), const MPI_Fint* commute, MPI_Fint* op, MPI_Fint* ierror)
     __attribute__((weak));
 extern "C" void pmpi_op_free_(MPI_Fint* op, MPI_Fint* ierror) __attribute__((weak));
+// Open MPI's own Fortran MPI_Comm_idup (weak for the same reason).
+extern "C" void pmpi_comm_idup_(const MPI_Fint* comm, MPI_Fint* newcomm, MPI_Fint* request, MPI_Fint* ierror)
+    __attribute__((weak));
 // Open MPI's own Fortran MPI_Init / MPI_Init_thread (they set up the Fortran
 // side before PMPI_Init), weak for the same reason.
 extern "C" void pmpi_init_(MPI_Fint* ierror) __attribute__((weak));
@@ -127,6 +130,14 @@ COLLC_PMPI_EXPORT void mpi_op_free_(MPI_Fint* op, MPI_Fint* ierror) {
   finish(ierror, code);
 }
 COLLC_PMPI_FORTRAN_NAMES(op_free, OP_FREE)
+
+COLLC_PMPI_EXPORT void mpi_comm_idup_(const MPI_Fint* comm, MPI_Fint* newcomm, MPI_Fint* request, MPI_Fint* ierror) {
+  pmpi::comm_idup_called(PMPI_Comm_f2c(*comm));
+  MPI_Fint code = MPI_SUCCESS;
+  pmpi_comm_idup_(comm, newcomm, request, &code);
+  finish(ierror, code);
+}
+COLLC_PMPI_FORTRAN_NAMES(comm_idup, COMM_IDUP)
 
 // MPI_Init from Fortran: Open MPI's goes straight to PMPI_Init, so the C
 // wrapper's check that every rank runs with the same COLLC_PMPI_* settings

@@ -56,6 +56,12 @@ enum class op_language { c, fortran };
 void op_created(MPI_Op op, void (*fn)(), bool commute, op_language lang);
 void op_freed(MPI_Op op);
 
+/// MPI_Comm_idup / MPI_Comm_idup_with_info (C and Fortran), before the MPI
+/// library's: a communicator the program duplicates without blocking before
+/// collc built a plan on it stays with the MPI library (core.cpp,
+/// comm_state::program_idup).
+void comm_idup_called(MPI_Comm comm) noexcept;
+
 /// collc's requests started and not yet completed in this process
 /// (persistent.cpp counts them). While there are any, MPI_Wait and
 /// MPI_Waitall on MPI's own requests wait with wait_giving_turns: MPI lets

@@ -16,6 +16,16 @@
  *                          waits probed the freed handle: SIGSEGV. Open MPI
  *                          4.1's own persistent request crashes here too, so
  *                          this mode runs with the library only.
+ *   c_lifecycle idup       A communicator duplicated with MPI_Comm_idup, and
+ *                          collectives on it while that request is pending,
+ *                          each rank testing the request a different number
+ *                          of times first (MPI lets collectives follow a
+ *                          nonblocking one before it completes). The
+ *                          library's first plan on it (an MPI_Iallgather and
+ *                          an MPI_Comm_idup of its own) then met Open MPI's
+ *                          pending context-id rounds in a different order on
+ *                          each rank: MPI_ERR_TRUNCATE or a rank killed, 10
+ *                          runs of 10. Run by compare.sh.
  */
 #include <mpi.h>
 
@@ -99,12 +109,40 @@ static int run_freed(void) {
   return all == 0 ? 0 : 1;
 }
 
+static int run_idup(void) {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  for (int it = 0; it < 30; ++it) {
+    MPI_Comm base = MPI_COMM_NULL, fresh = MPI_COMM_NULL;
+    MPI_Comm_dup(MPI_COMM_WORLD, &base);
+    MPI_Request q = MPI_REQUEST_NULL;
+    MPI_Comm_idup(base, &fresh, &q);
+    int done = 0;
+    for (int k = 0; k < (r + it) % 3 && !done; ++k) MPI_Test(&q, &done, MPI_STATUS_IGNORE);
+    check_allreduce(base, "a communicator whose MPI_Comm_idup is pending");
+    int root_value = it;
+    MPI_Bcast(&root_value, 1, MPI_INT, it % 2, base);
+    if (root_value != it) ++mismatches;
+    if (!done) MPI_Wait(&q, MPI_STATUS_IGNORE);
+    check_allreduce(fresh, "the duplicate");
+    check_allreduce(base, "after the duplication completed");
+    MPI_Comm_free(&fresh);
+    MPI_Comm_free(&base);
+  }
+  long all = 0;
+  PMPI_Allreduce(&mismatches, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  if (r == 0) printf("c_lifecycle idup: 30 communicators with a pending MPI_Comm_idup, %ld wrong results\n", all);
+  MPI_Finalize();
+  return all == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   const char* mode = argc > 1 ? argv[1] : "";
   if (strcmp(mode, "finalize") == 0) return run_finalize();
   if (strcmp(mode, "freed") == 0) return run_freed();
-  fprintf(stderr, "c_lifecycle: mode must be finalize or freed, got '%s'\n", mode);
+  if (strcmp(mode, "idup") == 0) return run_idup();
+  fprintf(stderr, "c_lifecycle: mode must be finalize, freed or idup, got '%s'\n", mode);
   MPI_Abort(MPI_COMM_WORLD, 2);
   return 2;
 }

@@ -4,6 +4,7 @@
 #define COMM_T integer
 #define OP_T integer
 #define TYPE_T integer
+#define REQ_T integer
 module mpi_style
   implicit none
   include 'mpif.h'

@@ -5,6 +5,7 @@
 #define COMM_T type(MPI_Comm)
 #define OP_T type(MPI_Op)
 #define TYPE_T type(MPI_Datatype)
+#define REQ_T type(MPI_Request)
 module mpi_style
   use mpi_f08
   implicit none

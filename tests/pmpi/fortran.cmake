@@ -41,6 +41,6 @@ foreach(style IN ITEMS mpif usempi usempif08)
   collc_add_pmpi_test(pmpi_fortran_${style} RANKS 1 2 4 EXPECT ${COLLC_PMPI_ALL}
     COMMAND ${dir}/f_${style})
   collc_add_pmpi_test(pmpi_fortran_${style} RANKS 3 EXPECT ${COLLC_PMPI_ALL}
-    CHECK --calls MPI_Allreduce=108 --calls MPI_Reduce=48 COMMAND ${dir}/f_${style})
+    CHECK --calls MPI_Allreduce=118 --calls MPI_Reduce=48 COMMAND ${dir}/f_${style})
 endforeach()
 add_custom_target(collc_pmpi_fortran_tests ALL DEPENDS ${_collc_fortran_programs})
