@@ -62,6 +62,14 @@ key_type key_of(MPI_Request r) {
 struct request_table {
   std::mutex m;
   std::unordered_map<key_type, std::unique_ptr<entry>> by_handle;
+  /// Stand-ins of freed requests (inactive), kept for the next request
+  /// instead of being freed: MPICH 4.0.2 hands the object of a freed
+  /// persistent receive to the next persistent collective it creates, and
+  /// never completes that collective (its MPI_Wait spins forever). A
+  /// program's own persistent collective that collc leaves to the library
+  /// (a derived type, count 0, ...) hung that way after any of collc's
+  /// requests had been freed (test pmpi_persistent_reuse).
+  std::vector<MPI_Request> spare;
 };
 
 /// Never destroyed: requests a program does not free outlive MPI_Finalize, and
@@ -247,9 +255,24 @@ int create(pmpi::coll c, const void* send, void* recv, int count, MPI_Datatype t
   std::unique_ptr<pmpi::persistent_call> call =
       pmpi::make_persistent(c, send, recv, count, type, op, root, comm, send_count, send_type);
   if (!call) return fallback();
-  // The stand-in (see the file comment); tag 0 matches nothing: its source is MPI_PROC_NULL.
-  const int err = PMPI_Recv_init(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, comm, request);
-  if (err != MPI_SUCCESS) return err;
+  // The stand-in (see the file comment), a spare one if any; tag 0 matches
+  // nothing: its source is MPI_PROC_NULL. On MPI_COMM_SELF, not `comm`: a
+  // spare outlives the request it served, and must not keep the program's
+  // communicator (which it may free) referenced.
+  MPI_Request standin = MPI_REQUEST_NULL;
+  {
+    auto& t = table();
+    const std::lock_guard<std::mutex> lock(t.m);
+    if (!t.spare.empty()) {
+      standin = t.spare.back();
+      t.spare.pop_back();
+    }
+  }
+  if (standin == MPI_REQUEST_NULL)
+    if (const int err = PMPI_Recv_init(nullptr, 0, MPI_BYTE, MPI_PROC_NULL, 0, MPI_COMM_SELF, &standin);
+        err != MPI_SUCCESS)
+      return err;
+  *request = standin;
   auto e = std::make_unique<entry>();
   e->call = std::move(call);
   e->comm = comm;
@@ -677,11 +700,13 @@ COLLC_PMPI_EXPORT int MPI_Request_free(MPI_Request* request) {
     gone = std::move(it->second);
     t.by_handle.erase(it);
     g_filter[slot_of(k)].fetch_sub(1, std::memory_order_relaxed);
+    // The stand-in (inactive) is kept for the next request, never freed (see
+    // request_table::spare); the entry goes before another request can take it.
+    t.spare.push_back(*request);
   }
   g_live.fetch_sub(1, std::memory_order_relaxed);
-  // The entry goes before the stand-in: once the library frees it, a new
-  // request may get the same handle value.
-  return PMPI_Request_free(request);
+  *request = MPI_REQUEST_NULL;
+  return MPI_SUCCESS;
 }
 
 COLLC_PMPI_EXPORT int MPI_Cancel(MPI_Request* request) {
