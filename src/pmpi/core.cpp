@@ -1026,8 +1026,34 @@ int move_packed(const call::layout& l, const void* user, unsigned char* bytes, b
 }
 
 /// The packed copies of a staged call's sides (call::layout).
+/// The bytes of the send buffer if it overlaps the receive buffer without
+/// MPI_IN_PLACE, else 0. MPI forbids such aliasing, yet Open MPI computes
+/// `MPI_Allreduce(x, x, ...)` as if in place, and old codes rely on it; a plan
+/// refuses overlapping buffers (collc::plan's check), so the call runs on a
+/// copy of the send buffer: the result of the same call without the overlap.
+/// Each rank decides for its own buffers, which changes nothing its peers see.
+std::size_t aliased_send_bytes(const call& c, int size) {
+  if (c.c == coll::bcast || c.send == MPI_IN_PLACE || c.send == nullptr || c.recv == nullptr) return 0;
+  if (c.send_packed.type != MPI_DATATYPE_NULL || c.recv_packed.type != MPI_DATATYPE_NULL) return 0;  // copies already
+  const auto ranks = static_cast<std::size_t>(size);
+  const std::size_t send_bytes =
+      c.c == coll::reduce_scatter_block || c.c == coll::reduce_scatter ? c.bytes * ranks : c.bytes;
+  const std::size_t recv_bytes = c.c == coll::allgather ? c.bytes * ranks : c.bytes;
+  const auto* s = static_cast<const unsigned char*>(c.send);
+  const auto* r = static_cast<const unsigned char*>(c.recv);
+  return send_bytes != 0 && recv_bytes != 0 && s < r + recv_bytes && r < s + send_bytes ? send_bytes : 0;
+}
+
 struct staging {
   std::vector<unsigned char> send_copy, recv_copy;
+
+  /// Before the call, for a send buffer that overlaps the receive buffer
+  /// (aliased_send_bytes): points `send` at a copy of its `bytes`.
+  void copy_send(const void*& send, std::size_t bytes) {
+    send_copy.resize(bytes);
+    std::memcpy(send_copy.data(), send, bytes);
+    send = send_copy.data();
+  }
 
   static std::size_t bytes_of(const call::layout& l) {
     MPI_Count size = 0;
@@ -1064,12 +1090,15 @@ struct staging {
 /// Starts and waits for `c` on `plan`, through packed copies of its staged
 /// sides; a thread's copies grow to its largest staged call. Returns an MPI
 /// error code; collc's errors are thrown.
-int stage_and_run(typed_plan& plan, const call& c) {
+int stage_and_run(typed_plan& plan, const call& c, int size) {
   const void* send = c.send;
   void* recv = c.recv;
   thread_local staging copies;
-  if (c.staged())
+  if (c.staged()) {
     if (const int err = copies.in(c, send, recv); err != MPI_SUCCESS) return err;
+  } else if (const std::size_t aliased = aliased_send_bytes(c, size); aliased != 0) {
+    copies.copy_send(send, aliased);
+  }
   plan.start(send, recv);
   plan.wait();
   return c.staged() ? copies.out(c) : MPI_SUCCESS;
@@ -1124,7 +1153,7 @@ verdict run_on_collc(comm_state& st, const settings& s, const call& c, const sig
     st.last_sig = sig, st.last_hit = hit;
     // A packed copy MPI cannot make (an element of more than INT_MAX bytes
     // with gaps) goes through the error handler: the peers are in the plan.
-    if (const int code = stage_and_run(*hit->plan, c); code != MPI_SUCCESS)
+    if (const int code = stage_and_run(*hit->plan, c, st.size); code != MPI_SUCCESS)
       *err = report(c.comm, c.c,
                     ("MPI_Pack / MPI_Unpack of a staged buffer failed with MPI error " + std::to_string(code)).c_str());
     else
@@ -1140,7 +1169,7 @@ verdict run_on_collc(comm_state& st, const settings& s, const call& c, const sig
 /// One rank: the copy MPI would make, without shared memory or messages.
 void local_copy(const call& c) {
   if (c.c == coll::bcast || c.send == MPI_IN_PLACE || c.recv == nullptr) return;
-  std::memcpy(c.recv, c.send, c.bytes);
+  std::memmove(c.recv, c.send, c.bytes);  // the buffers may overlap (aliased_send_bytes)
 }
 
 /// Decides and runs; `to_mpi` is the unchanged call to the MPI library.
@@ -1396,7 +1425,8 @@ namespace {
 /// owns it until MPI_Request_free).
 class plan_call final : public persistent_call {
  public:
-  plan_call(std::unique_ptr<typed_plan> plan, const call& c) : plan_(std::move(plan)), c_(c) {
+  plan_call(std::unique_ptr<typed_plan> plan, const call& c, int size)
+      : plan_(std::move(plan)), c_(c), aliased_(aliased_send_bytes(c, size)) {
     // The request packs with its datatypes at every start, and a program may
     // free them right after MPI_*_init: the request keeps its own duplicates.
     for (call::layout* l : {&c_.send_packed, &c_.recv_packed})
@@ -1420,7 +1450,10 @@ class plan_call final : public persistent_call {
       try {
         const void* send = c_.send;
         void* recv = c_.recv;
-        if (c_.staged()) err = copies_.in(c_, send, recv);
+        if (c_.staged())
+          err = copies_.in(c_, send, recv);
+        else if (aliased_ != 0)
+          copies_.copy_send(send, aliased_);  // at every start: the program may change the buffer between starts
         if (err == MPI_SUCCESS) {
           plan_->start(send, recv);
           active_ = true;
@@ -1460,6 +1493,7 @@ class plan_call final : public persistent_call {
  private:
   std::unique_ptr<typed_plan> plan_;  // null on a communicator of one rank
   call c_;
+  std::size_t aliased_ = 0;  // aliased_send_bytes at creation: the buffers are the request's
   bool active_ = false;
   staging copies_;  // the request's own: other calls may run while it is active
 
@@ -1504,7 +1538,7 @@ std::unique_ptr<persistent_call> make_persistent(coll c, const void* send, void*
   }
   if (fits == 0) return nullptr;
   if (!s.all_sizes && st.mpi_is_faster(c, p.c.bytes)) return nullptr;
-  if (st.size == 1) return std::make_unique<plan_call>(nullptr, p.c);
+  if (st.size == 1) return std::make_unique<plan_call>(nullptr, p.c, 1);
   std::unique_ptr<typed_plan> plan;
   try {
     plan = make_typed_plan(p.c.c, p.c.e, p.c.o, p.c.user, comm, p.c.count, p.c.root);
@@ -1521,7 +1555,7 @@ std::unique_ptr<persistent_call> make_persistent(coll c, const void* send, void*
     return nullptr;
   }
   g_stats[static_cast<int>(c)].plans_built.fetch_add(1, std::memory_order_relaxed);
-  return std::make_unique<plan_call>(std::move(plan), p.c);
+  return std::make_unique<plan_call>(std::move(plan), p.c, st.size);
 }
 
 // --- user operators ---------------------------------------------------------------------

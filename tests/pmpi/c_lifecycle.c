@@ -26,6 +26,16 @@
  *                          pending context-id rounds in a different order on
  *                          each rank: MPI_ERR_TRUNCATE or a rank killed, 10
  *                          runs of 10. Run by compare.sh.
+ *   c_lifecycle alias      Send and receive buffers that overlap without
+ *                          MPI_IN_PLACE (erroneous in MPI; Open MPI computes
+ *                          MPI_Allreduce(x, x, ...) as if in place, and old
+ *                          codes rely on it): allreduce, reduce at the root,
+ *                          reduce_scatter_block and allgather, blocking and
+ *                          persistent, each checked against PMPI_* on
+ *                          separate buffers holding the same input. The
+ *                          library aborted the job ("use collc::in_place").
+ *                          Run with the library only (MPICH rejects the
+ *                          call itself).
  */
 #include <mpi.h>
 
@@ -136,13 +146,83 @@ static int run_idup(void) {
   return all == 0 ? 0 : 1;
 }
 
+/* Compares `n` ints with the reference; counts and names a mismatch. */
+static void expect_same(const int* got, const int* want, int n, const char* what) {
+  for (int i = 0; i < n; ++i)
+    if (got[i] != want[i]) {
+      ++mismatches;
+      printf("c_lifecycle alias: %s: element %d is %d, MPI on separate buffers says %d\n", what, i, got[i], want[i]);
+      return;
+    }
+}
+
+static int run_alias(void) {
+  int r = 0, p = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_size(MPI_COMM_WORLD, &p);
+  enum { N = 24 };
+  int* buf = malloc(sizeof(int) * N * (size_t)p);
+  int* in = malloc(sizeof(int) * N * (size_t)p);
+  int* ref = malloc(sizeof(int) * N * (size_t)p);
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < N * p; ++i) in[i] = r * 1000 + i + round;
+    /* allreduce(x, x): the same buffer. */
+    memcpy(buf, in, sizeof(int) * N);
+    MPI_Allreduce(buf, buf, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    PMPI_Allreduce(in, ref, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    expect_same(buf, ref, N, "MPI_Allreduce(x, x)");
+    /* allreduce with the receive buffer shifted by 3 elements into the send buffer. */
+    memcpy(buf, in, sizeof(int) * N);
+    MPI_Allreduce(buf, buf + 3, N - 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    PMPI_Allreduce(in, ref, N - 3, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    expect_same(buf + 3, ref, N - 3, "MPI_Allreduce(x, x + 3)");
+    /* reduce(x, x) at the root, 0 or 1. */
+    const int root = round % p;
+    memcpy(buf, in, sizeof(int) * N);
+    MPI_Reduce(buf, buf, N, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD);
+    PMPI_Reduce(in, ref, N, MPI_INT, MPI_SUM, root, MPI_COMM_WORLD);
+    if (r == root) expect_same(buf, ref, N, "MPI_Reduce(x, x)");
+    /* reduce_scatter_block(x, x): the block lands on the start of the send buffer. */
+    memcpy(buf, in, sizeof(int) * N * (size_t)p);
+    MPI_Reduce_scatter_block(buf, buf, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    PMPI_Reduce_scatter_block(in, ref, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    expect_same(buf, ref, N, "MPI_Reduce_scatter_block(x, x)");
+    /* allgather(x, x): the rank's block is read from the start of the receive buffer. */
+    memcpy(buf, in, sizeof(int) * N);
+    MPI_Allgather(buf, N, MPI_INT, buf, N, MPI_INT, MPI_COMM_WORLD);
+    PMPI_Allgather(in, N, MPI_INT, ref, N, MPI_INT, MPI_COMM_WORLD);
+    expect_same(buf, ref, N * p, "MPI_Allgather(x, x)");
+    /* A persistent allreduce(x, x), started twice with new data. */
+    MPI_Request q = MPI_REQUEST_NULL;
+    Allreduce_init(buf, buf, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD, MPI_INFO_NULL, &q);
+    for (int k = 0; k < 2; ++k) {
+      for (int i = 0; i < N; ++i) buf[i] = in[i] + k;
+      for (int i = 0; i < N; ++i) in[N + i] = in[i] + k;
+      MPI_Start(&q);
+      MPI_Wait(&q, MPI_STATUS_IGNORE);
+      PMPI_Allreduce(in + N, ref, N, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+      expect_same(buf, ref, N, "persistent MPI_Allreduce_init(x, x)");
+    }
+    MPI_Request_free(&q);
+  }
+  free(buf);
+  free(in);
+  free(ref);
+  long all = 0;
+  PMPI_Allreduce(&mismatches, &all, 1, MPI_LONG, MPI_SUM, MPI_COMM_WORLD);
+  if (r == 0) printf("c_lifecycle alias: 3 rounds of overlapping buffers, %ld wrong results\n", all);
+  MPI_Finalize();
+  return all == 0 ? 0 : 1;
+}
+
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
   const char* mode = argc > 1 ? argv[1] : "";
   if (strcmp(mode, "finalize") == 0) return run_finalize();
   if (strcmp(mode, "freed") == 0) return run_freed();
   if (strcmp(mode, "idup") == 0) return run_idup();
-  fprintf(stderr, "c_lifecycle: mode must be finalize, freed or idup, got '%s'\n", mode);
+  if (strcmp(mode, "alias") == 0) return run_alias();
+  fprintf(stderr, "c_lifecycle: mode must be finalize, freed, idup or alias, got '%s'\n", mode);
   MPI_Abort(MPI_COMM_WORLD, 2);
   return 2;
 }
