@@ -197,43 +197,34 @@ TEST_CASE("reproducible_sum and reproducible_dot: one call, same bits at every P
   auto null_data = collc::make_reproducible_allreduce<double>(MPI_COMM_WORLD);
   CHECK_THROWS_WITH(collc::reproducible_sum(null_data, std::span<const double>(static_cast<const double*>(nullptr), 3)),
                     "collc::reproducible_sum: x has 3 elements but a null data pointer");
-  // Only rank 0 errs: its peers, already in the allreduce, fail at once naming it (they waited
-  // for the plan's timeout, then reported a timeout that did not say why).
+  // Only rank 0 errs (unequal sizes): its peers, already in the allreduce, fail at once naming
+  // it. They waited for the plan's timeout, then reported a timeout that did not say why; with
+  // the blocking form (its cached plan, on a communicator of its own, as the refused plan stays
+  // unusable) they waited the default 60 s.
+  auto peers_fail_at_once = [&](const std::string& form, auto&& dot) {
+    const std::vector<double> y(me == 0 ? mine.size() + 1 : mine.size(), 1.0);
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      (void)dot(y);
+      failures.push_back(form + ", a peer's bad sizes: no error");
+    } catch (const collc::error& e) {
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (me == 0 && std::string(e.what()).find("elements, y has") == std::string::npos)
+        failures.push_back(form + ", rank 0's own error: " + e.what());
+      if (me != 0 && (e.code() == collc::errc::timeout || waited > 20))
+        failures.push_back(form + ", a peer's bad sizes: " + e.what() + " after " + std::to_string(waited) + " s");
+    }
+  };
   if (P > 1) {
     collc::plan_options o;
     o.timeout_s = 30;
     auto one = collc::make_reproducible_allreduce<double>(MPI_COMM_WORLD, o);
-    const std::vector<double> y(me == 0 ? mine.size() + 1 : mine.size(), 1.0);
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      (void)collc::reproducible_dot(one, mine, y);
-      failures.push_back("a peer's bad sizes: no error");
-    } catch (const collc::error& e) {
-      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (me == 0 && std::string(e.what()).find("elements, y has") == std::string::npos)
-        failures.push_back(std::string("rank 0's own error: ") + e.what());
-      if (me != 0 && (e.code() == collc::errc::timeout || waited > 20))
-        failures.push_back("a peer's bad sizes: " + std::string(e.what()) + " after " + std::to_string(waited) + " s");
-    }
-  }
-  // The same through the blocking form (its cached plan, on a communicator of its own, as the
-  // refused plan stays unusable): the peers waited the default 60 s and reported a timeout.
-  if (P > 1) {
+    peers_fail_at_once("plan form",
+                       [&](const std::vector<double>& y) { return collc::reproducible_dot(one, mine, y); });
     MPI_Comm dup = MPI_COMM_NULL;
     MPI_Comm_dup(MPI_COMM_WORLD, &dup);
-    const std::vector<double> y(me == 0 ? mine.size() + 1 : mine.size(), 1.0);
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      (void)collc::reproducible_dot(dup, mine, y);
-      failures.push_back("blocking form, a peer's bad sizes: no error");
-    } catch (const collc::error& e) {
-      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (me == 0 && std::string(e.what()).find("elements, y has") == std::string::npos)
-        failures.push_back(std::string("blocking form, rank 0's own error: ") + e.what());
-      if (me != 0 && (e.code() == collc::errc::timeout || waited > 20))
-        failures.push_back("blocking form, a peer's bad sizes: " + std::string(e.what()) + " after " +
-                           std::to_string(waited) + " s");
-    }
+    peers_fail_at_once("blocking form",
+                       [&](const std::vector<double>& y) { return collc::reproducible_dot(dup, mine, y); });
     MPI_Comm_free(&dup);
   }
   // The naive local-then-MPI sum is not reproducible here (the data cancels hugely).
