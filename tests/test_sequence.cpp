@@ -167,6 +167,40 @@ TEST_CASE("verify_sequence counts waits from the signals of earlier executions o
   CHECK_THROWS_AS(verify_sequence({two(1)}, {}), collc::error);
 }
 
+TEST_CASE("a guarded program waits on every flag: a reader that signals only on its second flag", "[ir][sequence]") {
+  // Hand-written programs (text form, engine::build_from) may use several
+  // flags. Rank 1 reads rank 0's shm after rank 0's signal on flag 0 and
+  // reports it is done on flag 1 only; rank 0 rewrites shm with no
+  // cross-execution wait of its own. Only a guard that waits on flag 1 as
+  // well orders that rewrite after the read.
+  program p;
+  p.coll = collective::bcast;
+  p.ranks = 2;
+  p.count = 1;
+  p.flags = 2;
+  p.shm_count = 1;
+  p.code.resize(2);
+  p.code[0] = {copy{{buffer::shm, 0, 0}, {buffer::recv, 0, 0}, 1}, signal{0}};
+  p.code[1] = {wait{0, 0, 1}, copy{{buffer::recv, 1, 0}, {buffer::shm, 0, 0}, 1}, signal{1}};
+  REQUIRE(verify_sequence({p}, {0}));
+  // Run back to back without a guard it races (nothing orders the rewrite).
+  CHECK(verify_sequence({p}, {0, 0}).failed == property::race);
+  const program g = guarded(p, 2);
+  for (int f = 0; f < 2; ++f)
+    CHECK(std::find(g.code[0].begin(), g.code[0].end(), instruction{wait{1, f, 0}}) != g.code[0].end());
+  const auto v = verify_sequence({p, g}, {0, 1, 1});
+  INFO(v.to_string());
+  CHECK(v);
+  // The same through make_runs: one chunk and a tail per call, so every
+  // execution after the first follows a switch and runs guarded.
+  const runs r = make_runs(chunked{{p, p}, 2}, 3, 1);
+  REQUIRE(r.programs.size() == 4);
+  const auto w = verify_sequence(r.programs, r.sequence(r.window(), static_cast<std::size_t>(r.window())),
+                                 {.shm_copies = r.shm_copies});
+  INFO(w.to_string());
+  CHECK(w);
+}
+
 TEST_CASE("every plan's sequence verifies around chunk boundaries", "[ir][sequence][sweep]") {
   int proven = 0, pipelined = 0;
   for (collective c : {collective::allreduce, collective::reduce_scatter, collective::allgather, collective::reduce,

@@ -253,3 +253,45 @@ TEST_CASE("a program from the wrong number of ranks is refused", "[backend][mpi]
     CHECK_THAT(err.what(), Catch::Contains("program for " + std::to_string(P + 1) + " ranks"));
   }
 }
+
+TEST_CASE("checks prove rank order at setup for a non-commutative operator", "[backend][mpi][engine]") {
+  // COLLC_ENABLE_CHECKS proves what a plan binds with the plan's own operator
+  // properties: a lowering that combines ranks out of order is a sum for
+  // plus but wrong for a non-commutative operator, so the same programs must
+  // be refused once the shape says the operator does not commute.
+  const int P = collc_test::world_size();
+  if (P < 2) return;
+  const auto engine_for = [](bool commutative) {
+    collc::mpi::plan_shape s;
+    s.count = 8;
+    s.elem_size = sizeof(std::int64_t);
+    s.type_name = "int64";
+    s.op_name = commutative ? "plus" : "non-commutative";
+    s.commutative = commutative;
+    s.schedule = "hand-made";
+    plan_options o;
+    o.ranks_per_node = 0;
+    o.timeout_s = 30;
+    o.checks = true;
+    return std::make_unique<collc::mpi::engine>(MPI_COMM_WORLD, s, collc::mpi::resolve(o));
+  };
+  // shm_allreduce with the first reduction's operands swapped: rank 1 before rank 0.
+  const auto swapped = [](const collc::mpi::chunk_request& q) {
+    ir::program p = shm_allreduce(q.ranks, q.count, 0);
+    for (auto& code : p.code)
+      for (auto& ins : code)
+        if (auto* d = std::get_if<ir::reduce>(&ins); d && d->a.buf == ir::buffer::shm) {
+          std::swap(d->a, d->b);
+          break;
+        }
+    return p;
+  };
+  const auto name = [] { return std::string("hand-made"); };
+  // The correct order proves either way; the swapped one only commutatively.
+  CHECK_NOTHROW(engine_for(false)->build(
+      name, [](const collc::mpi::chunk_request& q) { return shm_allreduce(q.ranks, q.count, 0); }));
+  CHECK_NOTHROW(engine_for(true)->build(name, swapped));
+  const auto err = collc_test::error_of([&] { engine_for(false)->build(name, swapped); });
+  REQUIRE(err);
+  CHECK_THAT(err->second, Catch::Contains("rank order"));
+}
