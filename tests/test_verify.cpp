@@ -530,6 +530,32 @@ TEST_CASE("race: unordered accesses are reported", "[ir][verify][race]") {
     CHECK(r.failed == property::race);
     CHECK(mentions(r, "shm(rank 1)[2]"));
   }
+  SECTION("overwriting an element two peers read, ordered after one of them only") {
+    // Ranks 1 and 2 both read rank 0's shm[0] (a set of readers); rank 0
+    // rewrites it after waiting for rank 1 alone. Only the check against every
+    // reader of the set sees rank 2 (with it disabled, every other test passed).
+    program p;
+    p.coll = collective::bcast;
+    p.ranks = 3;
+    p.count = 1;
+    p.flags = 1;
+    p.shm_count = 1;
+    const ref shm0{buffer::shm, 0, 0};
+    auto reader = [&](int r) -> std::vector<instruction> {
+      return {wait{0, 0, 1}, copy{{buffer::recv, r, 0}, shm0, 1}, signal{0}};
+    };
+    p.code = {{copy{shm0, {buffer::recv, 0, 0}, 1}, signal{0}, wait{1, 0, 1}, wait{2, 0, 1},
+               copy{shm0, {buffer::recv, 0, 0}, 1}},
+              reader(1),
+              reader(2)};
+    REQUIRE(verify(p).to_string() == "ok");
+    p.code[0].erase(p.code[0].begin() + 3);  // no longer waits for rank 2
+    const auto r = verify(p);
+    INFO(r.to_string());
+    CHECK(r.failed == property::race);
+    CHECK(r.execution == 0);
+    CHECK(mentions(r, "rank 2"));
+  }
   SECTION("modifying a send source before a fence") {
     auto p = net_allreduce_2(2);
     p.scratch_count = 4;
