@@ -90,7 +90,12 @@ void run_plan(collc::plan<T>& p, MPI_Comm comm, int calls, std::uint64_t seed, b
     for (int r = 0; r < P; ++r)
       for (std::size_t i = 0; i < slen; ++i) G[i] += gval(r, i);
   }
-  std::vector<T> send(slen), recv(rlen), buf(std::max(slen, rlen));
+  // Guard elements after each receive buffer: a plan that writes past the
+  // end of what it was given shows here, not only when it crashes.
+  constexpr std::size_t guard = 5;
+  const T guard_value = static_cast<T>(sentinel - 1);
+  const std::size_t blen = std::max(slen, rlen);
+  std::vector<T> send(slen), recv(rlen + guard), buf(blen + guard);
   for (int it = 0; it < calls; ++it) {
     const bool ip = alternate ? it % 2 == 1 : in_place;
     const skew s = skew_for(seed, it, P);
@@ -117,29 +122,31 @@ void run_plan(collc::plan<T>& p, MPI_Comm comm, int calls, std::uint64_t seed, b
     try {
       if (c == collective::bcast) {
         out = &buf;
-        buf.resize(n);
+        buf.assign(n + guard, guard_value);
         if (me == root)
           std::copy(send.begin(), send.end(), buf.begin());
         else
-          std::fill(buf.begin(), buf.end(), static_cast<T>(sentinel));
+          std::fill(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(n), static_cast<T>(sentinel));
         before();
         p.start(std::span<T>(buf.data(), n));
         if (!between()) p.wait();
       } else if (ip) {
         out = &buf;
-        buf.assign(std::max(slen, rlen), static_cast<T>(sentinel));
+        buf.assign(blen, static_cast<T>(sentinel));
+        buf.resize(blen + guard, guard_value);
         if (c == collective::allgather)
           std::copy(send.begin(), send.end(),
                     buf.begin() + static_cast<std::ptrdiff_t>(static_cast<std::size_t>(me) * n));
         else
           std::copy(send.begin(), send.end(), buf.begin());
         before();
-        p.start(collc::in_place, std::span<T>(buf.data(), buf.size()));
+        p.start(collc::in_place, std::span<T>(buf.data(), blen));
         if (!between()) p.wait();
       } else {
         std::fill(recv.begin(), recv.end(), static_cast<T>(sentinel));
+        std::fill(recv.end() - static_cast<std::ptrdiff_t>(guard), recv.end(), guard_value);
         before();
-        p.start(std::span<const T>(send), std::span<T>(recv));
+        p.start(std::span<const T>(send), std::span<T>(recv.data(), rlen));
         if (!between()) p.wait();
       }
     } catch (const collc::error& e) {
@@ -187,6 +194,7 @@ void run_plan(collc::plan<T>& p, MPI_Comm comm, int calls, std::uint64_t seed, b
         for (std::size_t j = 0; j < n; ++j) cmp(j, o[j], gval(root, j) + hval(j, it));
         break;
     }
+    for (std::size_t j = o.size() - guard; j < o.size(); ++j) cmp(j, o[j], static_cast<std::int64_t>(guard_value));
     if (bad != 0) {
       ++k.bad_calls;
       k.bad_elems += static_cast<long>(bad);
