@@ -238,8 +238,10 @@ void sweep(const collc::plan_options& base, const std::vector<int>& ks, std::vec
   const int P = world_size();
   collc::plan_options o = base;
   o.timeout_s = 20;  // a hang shows up as an error, not a stuck test
-  for (std::size_t x : {std::size_t{1}, static_cast<std::size_t>(P > 1 ? P - 1 : 2), static_cast<std::size_t>(P),
-                        static_cast<std::size_t>(P + 3)})
+  // 0: an exact multiple of the chunk, no tail (a loop that drops the last
+  // full chunk shows only there).
+  for (std::size_t x : {std::size_t{0}, std::size_t{1}, static_cast<std::size_t>(P > 1 ? P - 1 : 2),
+                        static_cast<std::size_t>(P), static_cast<std::size_t>(P + 3)})
     offs.push_back(x);
   std::sort(offs.begin(), offs.end());
   offs.erase(std::unique(offs.begin(), offs.end()), offs.end());
