@@ -63,12 +63,16 @@ struct request_table {
   std::mutex m;
   std::unordered_map<key_type, std::unique_ptr<entry>> by_handle;
   /// Stand-ins of freed requests (inactive), kept for the next request
-  /// instead of being freed: MPICH 4.0.2 hands the object of a freed
-  /// persistent receive to the next persistent collective it creates, and
-  /// never completes that collective (its MPI_Wait spins forever). A
-  /// program's own persistent collective that collc leaves to the library
-  /// (a derived type, count 0, ...) hung that way after any of collc's
-  /// requests had been freed (test pmpi_persistent_reuse).
+  /// instead of being freed. MPICH 4.0.2 hands a freed request's object to
+  /// the next persistent collective it creates, and its MPID_Startall skips
+  /// a request whose point-to-point peer field says MPI_PROC_NULL before it
+  /// looks at the request's kind; a collective never sets that field, so one
+  /// that inherits a stand-in's object is never started and its MPI_Wait
+  /// spins forever (fixed upstream in pmodels/mpich#6357). A program's own
+  /// persistent collective that collc leaves to the library (a derived type,
+  /// count 0, ...) hung that way after any of collc's requests had been
+  /// freed (test pmpi_persistent_reuse). Freed requests to real peers are
+  /// harmless: their object carries a real rank.
   std::vector<MPI_Request> spare;
 };
 

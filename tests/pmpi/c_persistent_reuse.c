@@ -1,10 +1,11 @@
 /* Persistent collectives that collc takes, freed, then persistent collectives
  * it leaves to the MPI library (a derived datatype with a user operator, a
  * padded pair type on a one-rank communicator, count 0), in turns. MPICH
- * 4.0.2 gives a new persistent collective the object of a freed persistent
- * receive and never completes it: with libcollc_mpi's stand-ins (persistent
- * receives from MPI_PROC_NULL) freed with their requests, the library's own
- * request hung in MPI_Wait. Rank 0 prints every result (compare.sh diffs the
+ * 4.0.2 gives a new persistent collective the object of a freed request and
+ * never starts it when that object held a persistent send or receive with
+ * peer MPI_PROC_NULL: with libcollc_mpi's stand-ins (persistent receives from
+ * MPI_PROC_NULL) freed with their requests, the library's own request hung
+ * in MPI_Wait. Rank 0 prints every result (compare.sh diffs the
  * runs with and without the library).
  *   c_persistent_reuse [rounds] */
 #include <mpi.h>

@@ -533,6 +533,10 @@ class engine {
   /// in this call with this plan, not behind it or in another plan.
   void check_message_call(const bound_op& o, int peer);
 
+  /// Every peer is a real rank (the binder refuses others), which also keeps
+  /// the requests freed here clear of MPICH 4.0.2's reuse of a freed
+  /// MPI_PROC_NULL request's object by a persistent collective that then
+  /// never starts (see src/pmpi/persistent.cpp, request_table::spare).
   void bind_transfer(transfer& t) {
     const std::byte* addr = bases_[t.slot] + t.offset * shape_.elem_size;
     if (t.request != MPI_REQUEST_NULL && t.bound == addr) return;
