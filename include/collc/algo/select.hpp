@@ -6,7 +6,7 @@
 ///
 ///   auto node = collc::node_topology::synthetic("pack:2 numa:4 core:16 pu:1");
 ///   auto s = collc::algo::select(collective::allreduce, 128, 1 << 20, true, {}, node);
-///   // recexch{-16,-4,-2,2,4,16}: reduce-scatter inside a NUMA domain first
+///   // recexch{-16,-4,2,4,16}: reduce-scatter inside a NUMA domain first
 ///   auto top = collc::algo::candidates(collective::allreduce, 8, 4096, true);  // best first, for tuning
 ///
 /// How candidates are generated (pruned enumeration, after Jocksch et al. 2026):
