@@ -243,7 +243,9 @@ TEST_CASE("different plans in the same call are reported, not waited for", "[bac
       CHECK(contains(e->second, "count=8"));
       CHECK(contains(e->second, "count=9"));
     } else {
-      CHECK(contains(e->second, "abandoned this call"));
+      // Seen waiting (slow_check) or on a message just received from the
+      // peer that gave up (check_message_call): the latter under MPICH.
+      CHECK((contains(e->second, "abandoned this call") || contains(e->second, "abandoned call #")));
     }
     // A failed plan stays failed.
     auto again = error_of([&] { (me == odd ? b : a)(x.data(), y.data()); });
@@ -256,6 +258,26 @@ TEST_CASE("different plans in the same call are reported, not waited for", "[bac
   std::vector<std::int64_t> x(3, 2), y(3);
   p(x, y);
   CHECK(y[0] == 2 * P);
+  // So do new plans with messages: the failed b left a message sent and never
+  // received on its communicator. MPICH keeps such a message after
+  // MPI_Comm_free and gives the context id to a later duplicate, whose plan
+  // then received it (a false mismatch, "Message truncated", or b's data).
+  collc::plan_options o;
+  o.ranks_per_node = 1;
+  for (int round = 0; round < 3; ++round)
+    for (std::size_t n : {std::size_t{8}, std::size_t{9}}) {
+      auto q = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, n, o);
+      std::vector<std::int64_t> u(n), v(n);
+      for (int it = 0; it < 3; ++it) {
+        for (std::size_t i = 0; i < n; ++i) u[i] = 100 * it + static_cast<std::int64_t>(i) + me;
+        auto e = error_of([&] { q(u, v); });
+        INFO("round " << round << ", count " << n << ", call " << it << ", rank " << me << ": "
+                      << (e ? e->second : "no error"));
+        REQUIRE_FALSE(e);
+        for (std::size_t i = 0; i < n; ++i)
+          CHECK(v[i] == P * (100 * it + static_cast<std::int64_t>(i)) + static_cast<std::int64_t>(P) * (P - 1) / 2);
+      }
+    }
 }
 
 TEST_CASE("a wait longer than the timeout names who waits for whom", "[backend][mpi][errors][timeout]") {

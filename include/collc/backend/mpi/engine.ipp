@@ -119,6 +119,14 @@ COLLC_INLINE engine::~engine() {
       }
       MPI_Request_free(&t.request);
     }
+  // A failed plan may leave messages that were sent but never received
+  // (peers abandoned the call). MPICH 4.0 keeps them after MPI_Comm_free and
+  // gives the context id to a later duplicate, whose plan then receives them:
+  // the old call's data summed in without an error, a false mismatch, or
+  // "Message truncated" (test_plan_errors, "different plans in the same
+  // call"). Its communicator is kept until MPI_Finalize, as the registry
+  // keeps one with abandoned rounds, so the id is never reused.
+  if (call_.failed) *comm_.ptr() = MPI_COMM_NULL;
   comm_.reset();
 }
 
