@@ -109,6 +109,12 @@ TEST_CASE("a cyclic factor set needs a commutative operator", "[backend][mpi][er
   e = error_of([&] { collc::make_allreduce<mat2, mat_mul>(MPI_COMM_WORLD, 10, collc::algo::schedule::ring()); });
   REQUIRE(e);
   CHECK(e->first == errc::not_commutative);
+  // Rooted collectives have no cyclic shift: the set is refused as a factor
+  // set, not for the operator (declaring it commutative would not help).
+  e = error_of([&] { collc::make_reduce<mat2, mat_mul>(MPI_COMM_WORLD, 10, 0, cyclic); });
+  REQUIRE(e);
+  CHECK(e->first == errc::invalid_factor_set);
+  CHECK(contains(e->second, "does not serve reduce"));
   // The same set with a commutative operator is fine.
   auto ok = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, 10, cyclic);
   CHECK(ok.schedule().fam == collc::algo::family::cyclic_shift);

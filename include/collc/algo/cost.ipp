@@ -280,11 +280,8 @@ COLLC_INLINE double ring_time(collective c, const cost_shape& sh, double bytes, 
 
 COLLC_INLINE double cyclic_time(const schedule& s, collective c, const cost_shape& sh, double bytes,
                                 const ir::machine_model& m) {
-  if (c == collective::reduce || c == collective::bcast)
-    throw error(
-        errc::unsupported,
-        collc::detail::cat("cyclic shift for ", to_string(c),
-                           ": rooted collectives are lowered by the tree, copy-in and recursive exchange families"));
+  if (!cyclic_serves(c))
+    throw error(errc::unsupported, collc::detail::cat("cyclic shift for ", to_string(c), ": ", rooted_not_cyclic));
   if (s.factors.empty()) return ring_time(c, sh, bytes, m);
   const int P = sh.P;
   const phases ph = cyclic_steps(s, c, P);  // the factor-set rules and lowering's limits, as algo::lower checks them

@@ -312,8 +312,7 @@ constexpr phases cyclic_steps(const schedule& s, collective c, int P) {
     return error(errc::unsupported,
                  constexpr_cat("cyclic shift ", s.factors.to_string(), " for ", to_string(c), ": ", why));
   };
-  if (c == collective::reduce || c == collective::bcast)
-    throw unsupported("rooted collectives are lowered by the tree, copy-in and recursive exchange families");
+  if (!cyclic_serves(c)) throw unsupported(rooted_not_cyclic);
   collc::validate_or_throw(s.factors, P, c, schedule_kind::cyclic);
   phases ph = split(s.factors);
   if (c == collective::allreduce && !ph.rs.empty() && ph.ag.size() != ph.rs.size())

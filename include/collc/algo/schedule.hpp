@@ -80,4 +80,14 @@ struct schedule {
   }
 };
 
+/// Whether the cyclic-shift family serves collective `c`: its lowering
+/// (lower.hpp, cyclic_steps) implements allreduce, reduce_scatter and
+/// allgather; the rooted collectives (reduce, bcast) take the other families.
+/// Factor-set validity (factors.hpp) does not depend on this.
+constexpr bool cyclic_serves(collective c) noexcept { return c != collective::reduce && c != collective::bcast; }
+
+/// Why, for messages.
+inline constexpr std::string_view rooted_not_cyclic =
+    "rooted collectives are lowered by the tree, copy-in and recursive exchange families";
+
 }  // namespace collc::algo

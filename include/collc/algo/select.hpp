@@ -124,6 +124,12 @@ void check_schedule(const schedule& s, collective c, int P, bool commutative);
 ///   if (auto s = collc::algo::override_from_env(collective::allreduce, 4, true)) use(*s);
 std::optional<schedule> override_from_env(collective c, int P, bool commutative);
 
+/// The error for factor set `fs`, given for collective `c` on P ranks, that
+/// is neither a recursive exchange (`recursive`: validate()'s verdict) nor a
+/// cyclic shift: both reasons, or that a cyclic shift does not serve `c`
+/// (cyclic_serves). The one message of make_* and COLLC_FACTORS.
+error factor_set_refusal(const validation& recursive, const factor_set& fs, int P, collective c);
+
 /// The part of override_from_env that needs no communicator: the variables'
 /// syntax and their combination rules (a factor set that parses, COLLC_ALGO a
 /// known word or a schedule that parses, COLLC_FACTORS only with recexch or

@@ -536,6 +536,14 @@ COLLC_INLINE std::optional<env_override> read_env_override() {
 
 COLLC_INLINE void check_override_from_env() { (void)detail::read_env_override(); }
 
+COLLC_INLINE error factor_set_refusal(const validation& recursive, const factor_set& fs, int P, collective c) {
+  if (!cyclic_serves(c))
+    return error(recursive.code, collc::detail::cat(recursive.message(), " (and a cyclic shift does not serve ",
+                                                    to_string(c), ": ", rooted_not_cyclic, ")"));
+  return error(recursive.code, collc::detail::cat(recursive.message(), " (and as a cyclic shift: ",
+                                                  validate(fs, P, c, schedule_kind::cyclic).message(), ")"));
+}
+
 COLLC_INLINE std::optional<schedule> override_from_env(collective c, int P, bool commutative) {
   const std::optional<detail::env_override> o = detail::read_env_override();
   if (!o) return std::nullopt;
@@ -544,15 +552,12 @@ COLLC_INLINE std::optional<schedule> override_from_env(collective c, int P, bool
     if (!o->algo) {
       const factor_set& fs = *o->factors;
       const auto rec = validate(fs, P, c, schedule_kind::recursive);
-      const bool cyclic_family =
-          c == collective::allreduce || c == collective::reduce_scatter || c == collective::allgather;
       if (rec.ok)
         s = schedule::recursive(fs);
-      else if (cyclic_family && validate(fs, P, c, schedule_kind::cyclic).ok)
+      else if (cyclic_serves(c) && validate(fs, P, c, schedule_kind::cyclic).ok)
         s = schedule::cyclic(fs);
       else
-        throw error(rec.code, collc::detail::cat(rec.message(), " (and as a cyclic shift: ",
-                                                 validate(fs, P, c, schedule_kind::cyclic).message(), ")"));
+        throw factor_set_refusal(rec, fs, P, c);
     } else if (o->algo_is("recexch", "recursive_exchange")) {
       s = schedule::recursive(*o->factors);
     } else if (o->algo_is("cyclic", "cyclic_shift")) {

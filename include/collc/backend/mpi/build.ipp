@@ -60,8 +60,7 @@ COLLC_INLINE algo::schedule resolve_schedule(const schedule_request& req, collec
   const factor_set fs(std::span<const int>(req.factors));
   const auto rec = validate(fs, P, coll, schedule_kind::recursive);
   if (rec.ok) return algo::schedule::recursive(fs);
-  const auto cyc = validate(fs, P, coll, schedule_kind::cyclic);
-  if (cyc.ok) {
+  if (algo::cyclic_serves(coll) && validate(fs, P, coll, schedule_kind::cyclic).ok) {
     if (!commutative && reduces(coll)) {
       std::string msg = "factor set ";
       msg += fs.to_string();
@@ -76,11 +75,7 @@ COLLC_INLINE algo::schedule resolve_schedule(const schedule_request& req, collec
     }
     return algo::schedule::cyclic(fs);
   }
-  std::string msg(rec.message());
-  msg += " (and as a cyclic shift: ";
-  msg += cyc.message();
-  msg += ")";
-  throw error(rec.code, msg);
+  throw algo::factor_set_refusal(rec, fs, P, coll);
 }
 
 COLLC_INLINE built_plan build_plan(MPI_Comm comm, const plan_shape& shape, const plan_options& options,
