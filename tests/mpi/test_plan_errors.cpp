@@ -286,6 +286,49 @@ TEST_CASE("different plans in the same call are reported, not waited for", "[bac
     }
 }
 
+TEST_CASE("a rank that failed a mismatched call is not told of it again by a later plan",
+          "[backend][mpi][errors][mismatch]") {
+  // Every rank fails the mismatched call (the odd rank runs another plan;
+  // an allreduce needs every rank's data). A peer that found the mismatch
+  // marks it on its registry line, which a rank that failed the call another
+  // way (it saw a peer abandon it) read again at the start of its next call
+  // and threw "rank q found call #k mismatched": the first call of a plan
+  // built afterwards failed on every rank. `keep` keeps the communicator's
+  // registry (and its marks) alive across the plans, as any long-lived plan
+  // of an application does.
+  const int P = world_size(), me = world_rank();
+  if (P < 2) return;
+  auto keep = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, 4);
+  for (int round = 0; round < 3; ++round) {
+    {
+      auto a = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, 8);
+      auto b = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, 9);
+      std::vector<std::int64_t> x(9, 1), y(9);
+      a(std::span<const std::int64_t>(x.data(), 8), std::span<std::int64_t>(y.data(), 8));
+      auto e = error_of([&] {
+        if (me == P - 1)
+          b(x, y);
+        else
+          a(std::span<const std::int64_t>(x.data(), 8), std::span<std::int64_t>(y.data(), 8));
+      });
+      INFO("round " << round << ", rank " << me << ": " << (e ? e->second : "no error"));
+      REQUIRE(e);
+      CHECK(e->first == errc::mismatch);
+    }
+    auto q = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, 5);
+    std::vector<std::int64_t> u(5), v(5);
+    for (int it = 0; it < 3; ++it) {
+      for (std::size_t i = 0; i < 5; ++i) u[i] = 10 * it + static_cast<std::int64_t>(i) + me;
+      auto e = error_of([&] { q(u, v); });
+      INFO("round " << round << ", call " << it << " of a new plan, rank " << me << ": "
+                    << (e ? e->second : "no error"));
+      REQUIRE_FALSE(e);
+      for (std::size_t i = 0; i < 5; ++i)
+        CHECK(v[i] == P * (10 * it + static_cast<std::int64_t>(i)) + static_cast<std::int64_t>(P) * (P - 1) / 2);
+    }
+  }
+}
+
 TEST_CASE("a wait longer than the timeout names who waits for whom", "[backend][mpi][errors][timeout]") {
   const int P = world_size(), me = world_rank();
   if (P < 2) return;

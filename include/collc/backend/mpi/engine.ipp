@@ -241,7 +241,8 @@ COLLC_INLINE void engine::check_alarm() {
       call_.origin = f.origin;
       throw error(f.code, name_ + ": " + why + ", so call #" + std::to_string(call_.seq) + " cannot complete");
     }
-    if (f.code == errc::mismatch && f.seq <= call_.seq && f.seq > reg_->reported_mismatch) {
+    if (f.code == errc::mismatch && f.seq <= call_.seq && f.seq > reg_->reported_mismatch &&
+        !reg_->failed_calls.contains(f.seq)) {
       reg_->reported_mismatch = f.seq;
       const auto [tag, known] = reg_->own_stamp(f.seq);
       throw error(errc::mismatch, "mismatched collective calls: rank " + std::to_string(q) + " found call #" +
@@ -765,6 +766,7 @@ COLLC_INLINE void engine::fail(const error& e) {
   call_.active = false;
   call_.pending = false;
   call_.failure = e.what();
+  reg_->failed_calls.insert(call_.seq);
   reg_->mark_failed(call_.seq, e.code(), plan_id_, call_.origin < 0 ? rank_ : call_.origin);
 }
 

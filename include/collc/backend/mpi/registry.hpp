@@ -59,6 +59,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -250,6 +251,10 @@ class registry {
   std::map<std::int64_t, abandoned_plan> abandoned;
   /// Mismatches peers reported that this process has passed on: calls up to this one.
   std::uint64_t reported_mismatch = 0;
+  /// Calls this process failed (engine::fail): it has had their error, so a
+  /// peer's mismatch mark for one of them is not reported again in a later
+  /// call. Grows by one per failed call.
+  std::set<std::uint64_t> failed_calls;
 
   /// Posts that this rank entered setup number `k` (gave_up: and timed out in it).
   void mark_setup(std::uint64_t k, bool gave_up) noexcept;
