@@ -221,6 +221,39 @@ TEST_CASE("different placement options are reported, not waited for", "[backend]
   CHECK(seconds_since(t0) < 10);
 }
 
+namespace {
+
+using int_plan = collc::plan<std::int64_t, collc::plus>;
+
+/// The call in which the last rank runs `b` (count 9) and every other rank
+/// runs `a` (count 8): the error each rank gets.
+std::optional<std::pair<errc, std::string>> mismatched_call(int_plan& a, int_plan& b) {
+  std::vector<std::int64_t> x(9, 1), y(9);
+  return error_of([&] {
+    if (world_rank() == world_size() - 1)
+      b(x, y);
+    else
+      a(std::span<const std::int64_t>(x.data(), 8), std::span<std::int64_t>(y.data(), 8));
+  });
+}
+
+/// `calls` calls of `q` (an allreduce of `n`) succeed and sum every rank's
+/// data: what must hold of a plan made after an error.
+void check_sums(int_plan& q, std::size_t n, int calls, const std::string& what) {
+  const int P = world_size(), me = world_rank();
+  std::vector<std::int64_t> u(n), v(n);
+  for (int it = 0; it < calls; ++it) {
+    for (std::size_t i = 0; i < n; ++i) u[i] = 100 * it + static_cast<std::int64_t>(i) + me;
+    auto e = error_of([&] { q(u, v); });
+    INFO(what << ", call " << it << ", rank " << me << ": " << (e ? e->second : "no error"));
+    REQUIRE_FALSE(e);
+    for (std::size_t i = 0; i < n; ++i)
+      CHECK(v[i] == P * (100 * it + static_cast<std::int64_t>(i)) + static_cast<std::int64_t>(P) * (P - 1) / 2);
+  }
+}
+
+}  // namespace
+
 TEST_CASE("different plans in the same call are reported, not waited for", "[backend][mpi][errors][mismatch]") {
   const int P = world_size(), me = world_rank();
   if (P < 2) return;
@@ -234,12 +267,7 @@ TEST_CASE("different plans in the same call are reported, not waited for", "[bac
     a(std::span<const std::int64_t>(x.data(), 8), std::span<std::int64_t>(y.data(), 8));  // one good call first
     const auto t0 = std::chrono::steady_clock::now();
     const int odd = P - 1;  // runs b while everyone else runs a
-    auto e = error_of([&] {
-      if (me == odd)
-        b(x, y);
-      else
-        a(std::span<const std::int64_t>(x.data(), 8), std::span<std::int64_t>(y.data(), 8));
-    });
+    auto e = mismatched_call(a, b);
     INFO("ranks_per_node " << k << ", rank " << me << ": " << (e ? e->second : "no error"));
     REQUIRE(e);
     CHECK(e->first == errc::mismatch);
@@ -273,16 +301,7 @@ TEST_CASE("different plans in the same call are reported, not waited for", "[bac
   for (int round = 0; round < 3; ++round)
     for (std::size_t n : {std::size_t{8}, std::size_t{9}}) {
       auto q = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, n, o);
-      std::vector<std::int64_t> u(n), v(n);
-      for (int it = 0; it < 3; ++it) {
-        for (std::size_t i = 0; i < n; ++i) u[i] = 100 * it + static_cast<std::int64_t>(i) + me;
-        auto e = error_of([&] { q(u, v); });
-        INFO("round " << round << ", count " << n << ", call " << it << ", rank " << me << ": "
-                      << (e ? e->second : "no error"));
-        REQUIRE_FALSE(e);
-        for (std::size_t i = 0; i < n; ++i)
-          CHECK(v[i] == P * (100 * it + static_cast<std::int64_t>(i)) + static_cast<std::int64_t>(P) * (P - 1) / 2);
-      }
+      check_sums(q, n, 3, "round " + std::to_string(round) + ", count " + std::to_string(n));
     }
 }
 
@@ -303,29 +322,15 @@ TEST_CASE("a rank that failed a mismatched call is not told of it again by a lat
     {
       auto a = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, 8);
       auto b = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, 9);
-      std::vector<std::int64_t> x(9, 1), y(9);
-      a(std::span<const std::int64_t>(x.data(), 8), std::span<std::int64_t>(y.data(), 8));
-      auto e = error_of([&] {
-        if (me == P - 1)
-          b(x, y);
-        else
-          a(std::span<const std::int64_t>(x.data(), 8), std::span<std::int64_t>(y.data(), 8));
-      });
+      std::vector<std::int64_t> x(8, 1), y(8);
+      a(x, y);
+      auto e = mismatched_call(a, b);
       INFO("round " << round << ", rank " << me << ": " << (e ? e->second : "no error"));
       REQUIRE(e);
       CHECK(e->first == errc::mismatch);
     }
     auto q = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, 5);
-    std::vector<std::int64_t> u(5), v(5);
-    for (int it = 0; it < 3; ++it) {
-      for (std::size_t i = 0; i < 5; ++i) u[i] = 10 * it + static_cast<std::int64_t>(i) + me;
-      auto e = error_of([&] { q(u, v); });
-      INFO("round " << round << ", call " << it << " of a new plan, rank " << me << ": "
-                    << (e ? e->second : "no error"));
-      REQUIRE_FALSE(e);
-      for (std::size_t i = 0; i < 5; ++i)
-        CHECK(v[i] == P * (10 * it + static_cast<std::int64_t>(i)) + static_cast<std::int64_t>(P) * (P - 1) / 2);
-    }
+    check_sums(q, 5, 3, "round " + std::to_string(round) + ", a new plan");
   }
 }
 
