@@ -124,11 +124,13 @@ void check_schedule(const schedule& s, collective c, int P, bool commutative);
 ///   if (auto s = collc::algo::override_from_env(collective::allreduce, 4, true)) use(*s);
 std::optional<schedule> override_from_env(collective c, int P, bool commutative);
 
-/// The error for factor set `fs`, given for collective `c` on P ranks, that
-/// is neither a recursive exchange (`recursive`: validate()'s verdict) nor a
-/// cyclic shift: both reasons, or that a cyclic shift does not serve `c`
-/// (cyclic_serves). The one message of make_* and COLLC_FACTORS.
-error factor_set_refusal(const validation& recursive, const factor_set& fs, int P, collective c);
+/// The schedule factor set `fs`, given for collective `c` on P ranks, names:
+/// a recursive exchange when it fits P exactly, else a cyclic shift where
+/// that family serves `c` (cyclic_serves). Otherwise throws
+/// errc::invalid_factor_set (or overflow) with both reasons, or with why a
+/// cyclic shift does not serve `c`. The one rule of make_*'s factor sets and
+/// COLLC_FACTORS; the operator's commutativity is the caller's to check.
+schedule schedule_of_factor_set(const factor_set& fs, int P, collective c);
 
 /// The part of override_from_env that needs no communicator: the variables'
 /// syntax and their combination rules (a factor set that parses, COLLC_ALGO a

@@ -536,12 +536,15 @@ COLLC_INLINE std::optional<env_override> read_env_override() {
 
 COLLC_INLINE void check_override_from_env() { (void)detail::read_env_override(); }
 
-COLLC_INLINE error factor_set_refusal(const validation& recursive, const factor_set& fs, int P, collective c) {
+COLLC_INLINE schedule schedule_of_factor_set(const factor_set& fs, int P, collective c) {
+  const auto rec = validate(fs, P, c, schedule_kind::recursive);
+  if (rec.ok) return schedule::recursive(fs);
   if (!cyclic_serves(c))
-    return error(recursive.code, collc::detail::cat(recursive.message(), " (and a cyclic shift does not serve ",
-                                                    to_string(c), ": ", rooted_not_cyclic, ")"));
-  return error(recursive.code, collc::detail::cat(recursive.message(), " (and as a cyclic shift: ",
-                                                  validate(fs, P, c, schedule_kind::cyclic).message(), ")"));
+    throw error(rec.code, collc::detail::cat(rec.message(), " (and a cyclic shift does not serve ", to_string(c), ": ",
+                                             rooted_not_cyclic, ")"));
+  const auto cyc = validate(fs, P, c, schedule_kind::cyclic);
+  if (cyc.ok) return schedule::cyclic(fs);
+  throw error(rec.code, collc::detail::cat(rec.message(), " (and as a cyclic shift: ", cyc.message(), ")"));
 }
 
 COLLC_INLINE std::optional<schedule> override_from_env(collective c, int P, bool commutative) {
@@ -550,14 +553,7 @@ COLLC_INLINE std::optional<schedule> override_from_env(collective c, int P, bool
   schedule s;
   try {
     if (!o->algo) {
-      const factor_set& fs = *o->factors;
-      const auto rec = validate(fs, P, c, schedule_kind::recursive);
-      if (rec.ok)
-        s = schedule::recursive(fs);
-      else if (cyclic_serves(c) && validate(fs, P, c, schedule_kind::cyclic).ok)
-        s = schedule::cyclic(fs);
-      else
-        throw factor_set_refusal(rec, fs, P, c);
+      s = schedule_of_factor_set(*o->factors, P, c);
     } else if (o->algo_is("recexch", "recursive_exchange")) {
       s = schedule::recursive(*o->factors);
     } else if (o->algo_is("cyclic", "cyclic_shift")) {

@@ -58,24 +58,20 @@ COLLC_INLINE algo::schedule resolve_schedule(const schedule_request& req, collec
   }
   // A factor set: recursive exchange if it fits P exactly, else cyclic shift.
   const factor_set fs(std::span<const int>(req.factors));
-  const auto rec = validate(fs, P, coll, schedule_kind::recursive);
-  if (rec.ok) return algo::schedule::recursive(fs);
-  if (algo::cyclic_serves(coll) && validate(fs, P, coll, schedule_kind::cyclic).ok) {
-    if (!commutative && reduces(coll)) {
-      std::string msg = "factor set ";
-      msg += fs.to_string();
-      msg += " is a cyclic shift for ";
-      msg += std::to_string(P);
-      msg +=
-          " ranks, which needs a commutative operator (this operator is not; declare is_commutative or use a "
-          "factor set whose product is ";
-      msg += std::to_string(P);
-      msg += ")";
-      throw error(errc::not_commutative, msg);
-    }
-    return algo::schedule::cyclic(fs);
+  const algo::schedule s = algo::schedule_of_factor_set(fs, P, coll);
+  if (s.fam == algo::family::cyclic_shift && !commutative && reduces(coll)) {
+    std::string msg = "factor set ";
+    msg += fs.to_string();
+    msg += " is a cyclic shift for ";
+    msg += std::to_string(P);
+    msg +=
+        " ranks, which needs a commutative operator (this operator is not; declare is_commutative or use a "
+        "factor set whose product is ";
+    msg += std::to_string(P);
+    msg += ")";
+    throw error(errc::not_commutative, msg);
   }
-  throw algo::factor_set_refusal(rec, fs, P, coll);
+  return s;
 }
 
 COLLC_INLINE built_plan build_plan(MPI_Comm comm, const plan_shape& shape, const plan_options& options,
