@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +18,85 @@
 using collc::collective;
 using collc::errc;
 using namespace collc_test;
+
+// MPI's profiling interface watches the persistent receives of this
+// program (the engine's): which are started and not yet completed, and how
+// many were freed while active. MPI_Request_free on an active receive lets
+// the communication go on (MPI 4.0, section 3.7.3): a message matched later
+// lands in memory the plan has given back. A cancelled receive completes
+// only at a wait or test (section 3.8.4). The engine completes its requests
+// with no other calls than these.
+namespace {
+struct request_watch {
+  std::mutex m;
+  std::set<MPI_Request> receives;
+  std::set<MPI_Request> active;  // started, not completed
+  int cancelled = 0;
+  int receives_freed_active = 0;
+};
+request_watch watch;
+
+void started(const MPI_Request* r, int n) {
+  std::lock_guard g(watch.m);
+  for (int i = 0; i < n; ++i)
+    if (watch.receives.contains(r[i])) watch.active.insert(r[i]);
+}
+void completed(const MPI_Request* r, int n) {
+  std::lock_guard g(watch.m);
+  for (int i = 0; i < n; ++i) watch.active.erase(r[i]);
+}
+}  // namespace
+
+extern "C" {
+int MPI_Recv_init(void* buf, int count, MPI_Datatype type, int source, int tag, MPI_Comm comm, MPI_Request* r) {
+  const int rc = PMPI_Recv_init(buf, count, type, source, tag, comm, r);
+  std::lock_guard g(watch.m);
+  if (rc == MPI_SUCCESS) watch.receives.insert(*r);
+  return rc;
+}
+int MPI_Start(MPI_Request* r) {
+  const int rc = PMPI_Start(r);
+  if (rc == MPI_SUCCESS) started(r, 1);
+  return rc;
+}
+int MPI_Startall(int n, MPI_Request r[]) {
+  const int rc = PMPI_Startall(n, r);
+  if (rc == MPI_SUCCESS) started(r, n);
+  return rc;
+}
+int MPI_Cancel(MPI_Request* r) {
+  {
+    std::lock_guard g(watch.m);
+    ++watch.cancelled;
+  }
+  return PMPI_Cancel(r);
+}
+int MPI_Wait(MPI_Request* r, MPI_Status* status) {
+  const MPI_Request h = *r;
+  const int rc = PMPI_Wait(r, status);
+  completed(&h, 1);
+  return rc;
+}
+int MPI_Waitall(int n, MPI_Request r[], MPI_Status statuses[]) {
+  const std::vector<MPI_Request> h(r, r + n);
+  const int rc = PMPI_Waitall(n, r, statuses);
+  completed(h.data(), n);
+  return rc;
+}
+int MPI_Test(MPI_Request* r, int* flag, MPI_Status* status) {
+  const MPI_Request h = *r;
+  const int rc = PMPI_Test(r, flag, status);
+  if (rc == MPI_SUCCESS && *flag) completed(&h, 1);
+  return rc;
+}
+int MPI_Request_free(MPI_Request* r) {
+  {
+    std::lock_guard g(watch.m);
+    if (watch.receives.erase(*r)) watch.receives_freed_active += static_cast<int>(watch.active.erase(*r));
+  }
+  return PMPI_Request_free(r);
+}
+}
 
 TEST_CASE("buffer sizes must match the plan", "[backend][mpi][errors]") {
   // An argument error abandons the call it would have made (its peers must
@@ -353,6 +434,36 @@ TEST_CASE("a wait longer than the timeout names who waits for whom", "[backend][
       CHECK(contains(e->second, "from rank "));
       CHECK(seconds_since(t0) < 5);
     }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
+TEST_CASE("a failed plan completes its receives before it gives back their memory", "[backend][mpi][errors][timeout]") {
+  // Rank 0 times out waiting for messages the other ranks never send, so its
+  // receives are still active when the plan goes. A receive freed while
+  // active could still be matched and write into staging memory the plan
+  // has freed, or into the user's buffer after the plan is gone: ~engine
+  // cancels each and completes it (request_watch, above).
+  const int P = world_size(), me = world_rank();
+  if (P < 2) return;
+  for (std::size_t n : {std::size_t{16}, std::size_t{1} << 17}) {  // eager and rendezvous sizes
+    collc::plan_options o;
+    o.timeout_s = 0.3;
+    o.ranks_per_node = 1;  // every rank its own pseudo-node: messages only
+    const int cancelled_before = watch.cancelled;
+    const int freed_active_before = watch.receives_freed_active;
+    {
+      auto p = collc::make_allreduce<double>(MPI_COMM_WORLD, n, o);
+      std::vector<double> x(n, 1.0), y(n);
+      if (me == 0) {  // the others never call
+        auto e = error_of([&] { p(x, y); });
+        REQUIRE(e);
+        CHECK(e->first == errc::timeout);
+      }
+    }
+    INFO("count " << n << ", rank " << me);
+    if (me == 0) CHECK(watch.cancelled > cancelled_before);  // the plan had active receives
+    CHECK(watch.receives_freed_active == freed_active_before);
     MPI_Barrier(MPI_COMM_WORLD);
   }
 }

@@ -109,16 +109,27 @@ COLLC_INLINE engine::engine(MPI_Comm comm, plan_shape shape, const resolved_opti
 COLLC_INLINE engine::~engine() {
   leave_started();
   reg_->plan_names.erase(plan_id_);
+  // A failed call leaves transfers active (a call in progress otherwise was
+  // finished by the typed plan: plan_core::finish_quietly). A receive freed
+  // while active may still be matched and write into the staging memory
+  // given back below, or into the user's buffer after the plan is gone: it
+  // is cancelled, then completed, which MPI guarantees to be local (MPI 4.0,
+  // section 3.8.4: a wait on a request marked for cancellation returns
+  // whatever the other processes do). A send still active is freed and
+  // completes on its own (section 3.7.3); a receive that matches it later
+  // reads memory this plan no longer owns (docs/mpi_backend.md, "Errors").
+  if (!mpi_finalized())
+    for (auto& p : progs_)
+      for (auto& t : p.transfers) {
+        if (t.request == MPI_REQUEST_NULL) continue;
+        if (t.active && !t.is_send) {
+          MPI_Cancel(&t.request);
+          MPI_Wait(&t.request, MPI_STATUS_IGNORE);
+        }
+        MPI_Request_free(&t.request);
+      }
   if (pool_) pool_->release(segment_);
   if (mpi_finalized()) return;  // too late to free MPI objects; the process is ending
-  for (auto& p : progs_)
-    for (auto& t : p.transfers) {
-      if (t.request == MPI_REQUEST_NULL) continue;
-      if (t.active && !t.is_send) {
-        MPI_Cancel(&t.request);
-      }
-      MPI_Request_free(&t.request);
-    }
   // A failed plan may leave messages that were sent but never received
   // (peers abandoned the call). MPICH 4.0 keeps them after MPI_Comm_free and
   // gives the context id to a later duplicate, whose plan then receives them:
