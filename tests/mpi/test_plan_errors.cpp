@@ -544,3 +544,69 @@ TEST_CASE("checks: a plan too large to prove at setup is refused on every rank, 
   CHECK(y.front() == world_size());
   CHECK(y.back() == world_size());
 }
+
+namespace {
+/// Integer sum whose object cannot be copied: its plans get no turns from
+/// other plans' waits (docs/mpi_backend.md), so a call of one progresses only
+/// in its own wait, and the test below controls who sees what when.
+struct sum_no_copy {
+  static constexpr bool is_commutative = true;
+  sum_no_copy() = default;
+  sum_no_copy(const sum_no_copy&) = delete;
+  sum_no_copy(sum_no_copy&&) = default;
+  sum_no_copy& operator=(const sum_no_copy&) = delete;
+  sum_no_copy& operator=(sum_no_copy&&) = default;
+  std::int64_t operator()(const std::int64_t& x, const std::int64_t& y) const { return x + y; }
+};
+}  // namespace
+
+TEST_CASE("a mismatched call does not fail another plan's call started with it", "[backend][mpi][errors][mismatch]") {
+  // Plans started together may be completed in any order (docs/mpi_backend.md).
+  // Call #k is mismatched (the last rank runs b, the others a); call #k+1, of
+  // plan c, is started right after it on every rank. Rank 0 waits for #k
+  // first (finds the mismatch, marks it) and then for c; the others wait for
+  // c first. Their c saw rank 0's mark for call #k, which they had not
+  // failed yet (still open): c threw errc::mismatch "rank 0 found call #k
+  // mismatched ... (reported in call #k+1, plan c)" and, abandoned, failed
+  // on rank 0 too: a call every rank made alike failed. Found by the
+  // randomized lifecycle test (tests/mpi/lifecycle_fuzz.cpp).
+  const int P = world_size(), me = world_rank();
+  if (P < 2) return;
+  for (int k : {0, 1}) {
+    collc::plan_options o;
+    o.ranks_per_node = k;
+    o.timeout_s = 20;
+    for (int round = 0; round < 3; ++round) {
+      auto a = collc::make_allreduce<std::int64_t, sum_no_copy>(MPI_COMM_WORLD, 8, o);
+      auto b = collc::make_allreduce<std::int64_t, sum_no_copy>(MPI_COMM_WORLD, 9, o);
+      // c runs in many executions (small chunks): rank 0 gives its part of
+      // the later ones only after it failed call #k.
+      collc::plan_options oc = o;
+      oc.chunk_bytes = 4096;
+      const std::size_t n = 4000;
+      auto c = collc::make_allreduce<std::int64_t>(MPI_COMM_WORLD, n, oc);
+      std::vector<std::int64_t> x(9, 1), y(9), u(n), v(n);
+      for (std::size_t i = 0; i < n; ++i) u[i] = static_cast<std::int64_t>(i) + me;
+      auto& mine = me == P - 1 ? b : a;
+      auto e = error_of([&] {
+        if (me == P - 1)
+          b.start(x, y);
+        else
+          a.start(std::span<const std::int64_t>(x.data(), 8), std::span<std::int64_t>(y.data(), 8));
+      });
+      c.start(u, v);
+      if (me == 0 && !e) e = error_of([&] { mine.wait(); });
+      auto ec = error_of([&] { c.wait(); });
+      INFO("ranks_per_node " << k << ", round " << round << ", rank " << me << ": "
+                             << (ec ? ec->second : "no error"));
+      CHECK_FALSE(ec);
+      if (!ec)
+        for (std::size_t i = 0; i < n; ++i)
+          CHECK(v[i] == P * static_cast<std::int64_t>(i) + static_cast<std::int64_t>(P) * (P - 1) / 2);
+      if (!e) e = error_of([&] { mine.wait(); });
+      REQUIRE(e);
+      CHECK(e->first == errc::mismatch);
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
+  }
+}

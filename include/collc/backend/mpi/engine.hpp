@@ -314,6 +314,7 @@ class engine {
         ++call_.exec;
       }
       call_.active = false;
+      close_call();
       if (in_started_) leave_started();
       check_alarm();  // a peer found this call mismatched while this rank needed nothing from it
       return true;
@@ -354,6 +355,10 @@ class engine {
   static void turns(registry* own, const engine* skip);
   /// A turn of this plan from another plan's wait (set_stepper).
   void step_from_other() noexcept;
+
+  /// The call in progress ended here (completed or failed): it leaves the
+  /// registry's open calls (see check_alarm).
+  void close_call() noexcept;
 
   /// The node's alarm changed (some rank abandoned a call): is it this plan,
   /// or a call this rank made that a peer found mismatched? One load of a

@@ -108,6 +108,7 @@ COLLC_INLINE engine::engine(MPI_Comm comm, plan_shape shape, const resolved_opti
 
 COLLC_INLINE engine::~engine() {
   leave_started();
+  if (call_.active) close_call();
   reg_->plan_names.erase(plan_id_);
   // A failed call leaves transfers active (a call in progress otherwise was
   // finished by the typed plan: plan_core::finish_quietly). A receive freed
@@ -201,6 +202,7 @@ COLLC_INLINE void engine::begin(const void* send, void* recv, bool in_place, boo
   call_.exec = 0;
   call_.exec_started = false;
   call_.active = lay_.runs.executions_per_call > 0;
+  if (call_.active) reg_->open_calls.push_back(call_.seq);
   if (call_.active && step_) enter_started();
 }
 
@@ -229,6 +231,8 @@ COLLC_INLINE void engine::refuse_unusable() const {
     throw error(errc::invalid_argument, name_ + " is unusable after an earlier error: " + call_.failure);
 }
 
+COLLC_INLINE void engine::close_call() noexcept { std::erase(reg_->open_calls, call_.seq); }
+
 COLLC_INLINE void engine::check_alarm() {
   if (!reg_->abandoned.empty()) {
     auto it = reg_->abandoned.find(plan_id_);
@@ -240,6 +244,7 @@ COLLC_INLINE void engine::check_alarm() {
   }
   const std::uint64_t alarm = reg_->alarm();
   if (alarm == reg_->seen_alarm) return;
+  bool deferred = false;  // a mark left for a call still open here: look again next time
   for (int q = 0; q < size_; ++q) {
     if (q == rank_ || !reg_->on_node(q)) continue;
     const peer_failure f = reg_->failure_of(q);
@@ -254,6 +259,12 @@ COLLC_INLINE void engine::check_alarm() {
     }
     if (f.code == errc::mismatch && f.seq <= call_.seq && f.seq > reg_->reported_mismatch &&
         !reg_->failed_calls.contains(f.seq)) {
+      if (f.seq != call_.seq && std::ranges::find(reg_->open_calls, f.seq) != reg_->open_calls.end()) {
+        // Another plan's call, begun before this one and not yet ended here
+        // (plans started together): it hears of its mismatch itself.
+        deferred = true;
+        continue;
+      }
       reg_->reported_mismatch = f.seq;
       const auto [tag, known] = reg_->own_stamp(f.seq);
       throw error(errc::mismatch, "mismatched collective calls: rank " + std::to_string(q) + " found call #" +
@@ -263,7 +274,7 @@ COLLC_INLINE void engine::check_alarm() {
                                       ")");
     }
   }
-  reg_->seen_alarm = alarm;
+  if (!deferred) reg_->seen_alarm = alarm;
 }
 
 COLLC_INLINE std::string engine::signature_text() const {
@@ -778,6 +789,7 @@ COLLC_INLINE void engine::fail(const error& e) {
   call_.pending = false;
   call_.failure = e.what();
   reg_->failed_calls.insert(call_.seq);
+  close_call();
   reg_->mark_failed(call_.seq, e.code(), plan_id_, call_.origin < 0 ? rank_ : call_.origin);
 }
 

@@ -255,6 +255,15 @@ class registry {
   /// peer's mismatch mark for one of them is not reported again in a later
   /// call. Grows by one per failed call.
   std::set<std::uint64_t> failed_calls;
+  /// Calls this process has begun and not yet completed or failed, of any
+  /// plan on the communicator. A peer's mismatch mark for one of them is that
+  /// call's to report (its own waits or its completion see it), not a later
+  /// call's: plans started together may be completed in any order, and a
+  /// later call that reported it failed on every rank (one mismatched call
+  /// took the next started call of another plan down with it). A vector:
+  /// every call adds and removes its number (a few entries at most, and no
+  /// allocation once it has grown), and only the slow path searches it.
+  std::vector<std::uint64_t> open_calls;
 
   /// Posts that this rank entered setup number `k` (gave_up: and timed out in it).
   void mark_setup(std::uint64_t k, bool gave_up) noexcept;
