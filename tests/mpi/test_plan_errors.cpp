@@ -597,8 +597,7 @@ TEST_CASE("a mismatched call does not fail another plan's call started with it",
       c.start(u, v);
       if (me == 0 && !e) e = error_of([&] { mine.wait(); });
       auto ec = error_of([&] { c.wait(); });
-      INFO("ranks_per_node " << k << ", round " << round << ", rank " << me << ": "
-                             << (ec ? ec->second : "no error"));
+      INFO("ranks_per_node " << k << ", round " << round << ", rank " << me << ": " << (ec ? ec->second : "no error"));
       CHECK_FALSE(ec);
       if (!ec)
         for (std::size_t i = 0; i < n; ++i)
