@@ -410,6 +410,9 @@ class engine {
   /// (registry::refuse_setups: past this point the ranks' setup collectives
   /// no longer pair up) and errc::timeout.
   [[noreturn]] void setup_timed_out(const std::string& msg);
+  /// A node peer that started this rank's next call without entering setup
+  /// `k` (a mismatch, agree()): its description, else empty.
+  [[nodiscard]] std::string peer_skipped_setup(std::uint64_t k) const;
   /// A wait past the timeout: `msg` on stderr and MPI_Abort under
   /// COLLC_ON_TIMEOUT=abort, else errc::timeout.
   [[noreturn]] void timed_out(const std::string& msg) const;

@@ -138,7 +138,14 @@ COLLC_INLINE engine::~engine() {
   // "Message truncated" (test_plan_errors, "different plans in the same
   // call"). Its communicator is kept until MPI_Finalize, as the registry
   // keeps one with abandoned rounds, so the id is never reused.
-  if (call_.failed) *comm_.ptr() = MPI_COMM_NULL;
+  // So is that of every plan of a communicator on which a node rank
+  // abandoned a call (the node's alarm): the unreceived messages of a
+  // mismatch lie on the comm_ of whichever plan the senders ran, which on
+  // this rank may be a plan that never failed (a cached bcast whose root ran
+  // it while this rank set up another plan): freed with the communicator,
+  // MPICH gave its id to a later duplicate, and the old bcast's bytes were
+  // summed into a later allreduce on a new communicator, without an error.
+  if (call_.failed || reg_->alarm() != 0) *comm_.ptr() = MPI_COMM_NULL;
   comm_.reset();
 }
 
@@ -422,7 +429,43 @@ COLLC_INLINE void engine::agree(const std::int64_t (&mine)[agreed_values], std::
       MPI_Iallreduce(MPI_IN_PLACE, values.get(), agreed_values, MPI_INT64_T, MPI_MAX, reg_->control(), &req));
   // Plans started before this setup get turns: a rank that completes them
   // in another order may be waiting in one of them before it comes here.
-  if (!registry::wait_request(req, opt_.timeout_s, [this] { turns(reg_.get(), this); })) {
+  // A node peer that started this rank's next call without entering this
+  // setup runs a plan it has cached where this rank builds one: the ranks
+  // called different collectives (a correct program builds the same plans
+  // at the same calls everywhere, and a peer that completed this agreement
+  // has entered it), and the peer never comes here. That is a mismatch, as
+  // the peer's plan reports it from its side (slow_check); without this
+  // check the setup waited forever (COLLC_TIMEOUT is unlimited under
+  // libcollc_mpi).
+  std::string crossed;
+  bool arrived = false;
+  try {
+    arrived = registry::wait_request(req, opt_.timeout_s, [this, k, &crossed] {
+      turns(reg_.get(), this);
+      crossed = peer_skipped_setup(k);
+      if (!crossed.empty()) throw error(errc::mismatch, crossed);
+    });
+  } catch (const error& e) {
+    if (crossed.empty()) throw;
+    reg_->keep_pending(req, std::shared_ptr<void>(std::move(values)));
+    const std::string msg = "mismatched collective calls: setup of " + text + " on rank " + std::to_string(rank_) +
+                            ": " + crossed;
+    // This setup's agreement stays pending, so the ranks' setup collectives
+    // no longer pair up: no more setups here, and a peer whose next setup
+    // meets the abandoned agreement learns from the gave-up mark that this
+    // rank left it (as after a timeout). Plans built before keep working.
+    reg_->mark_setup(k, true);
+    reg_->refuse_setups(msg);
+    // The peers ran (and abandon) the next call: it is this call, which
+    // runs no plan here. Taking its number keeps the ranks' later calls
+    // paired, and marking it abandoned tells a peer still waiting in it.
+    const std::uint64_t next = reg_->seq + 1;
+    reg_->seq = next;
+    reg_->failed_calls.insert(next);
+    reg_->mark_failed(next, errc::mismatch, -1, rank_);
+    throw error(errc::mismatch, msg);
+  }
+  if (!arrived) {
     reg_->mark_setup(k, true);
     std::vector<int> missing;
     bool others = false;
@@ -449,6 +492,22 @@ COLLC_INLINE void engine::agree(const std::int64_t (&mine)[agreed_values], std::
     setup_timed_out("setup of " + text + " on rank " + std::to_string(rank_) + ": " + rank_list(gave_up) +
                     " gave up waiting for this rank (timeout " + std::to_string(opt_.timeout_s) +
                     " s); the plan was not built");
+}
+
+COLLC_INLINE std::string engine::peer_skipped_setup(std::uint64_t k) const {
+  const std::uint64_t next = reg_->seq + 1;
+  for (int q = 0; q < size_; ++q) {
+    if (q == rank_) continue;
+    const peer_report rep = reg_->look(q, next);
+    if (rep.kind != peer_report::same_call && rep.kind != peer_report::failed) continue;
+    const auto st = reg_->setup_of(q);
+    if (!st || st->first >= k) continue;
+    return "rank " + std::to_string(q) + " runs call #" + std::to_string(next) +
+           (rep.plan_known ? " (" + reg_->plan_name_by_tag(rep.plan_tag) + ")" : std::string()) +
+           " without this plan setup (its setups: " + std::to_string(st->first) + ", this one is #" +
+           std::to_string(k) + ")";
+  }
+  return {};
 }
 
 COLLC_INLINE void engine::setup_timed_out(const std::string& msg) {
@@ -764,6 +823,17 @@ COLLC_INLINE void engine::slow_check(const bound_op& o, int peer, const char* wh
   if (rep.plan_known && rep.plan_tag != plan_tag(plan_id_))
     throw error(errc::mismatch, "mismatched collective calls: " + where() + ", but rank " + std::to_string(peer) +
                                     " runs " + reg_->plan_name_by_tag(rep.plan_tag) + " in that call");
+  // A peer that has not started this call, yet entered more plan setups than
+  // this rank: it builds a plan where this rank ran one it had (the ranks
+  // called different collectives; in a correct program the setups before a
+  // call are the same on every rank). It waits in that setup for this rank,
+  // which never comes there.
+  if (rep.kind == peer_report::behind)
+    if (const auto st = reg_->setup_of(peer); st && st->first > reg_->setups)
+      throw error(errc::mismatch, "mismatched collective calls: " + where() + ", but rank " + std::to_string(peer) +
+                                      " has not started that call and sets up a plan instead (its setup #" +
+                                      std::to_string(st->first) + "; this rank's last: #" +
+                                      std::to_string(reg_->setups) + ")");
   if (waited > opt_.timeout_s) timed_out("timeout after " + std::to_string(waited) + " s: " + where());
 }
 
