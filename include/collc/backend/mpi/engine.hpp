@@ -636,6 +636,7 @@ class engine {
   int rank_ = 0, size_ = 1, prog_rank_ = 0, node_id_ = 0, node_first_ = 0, node_size_ = 1;
   placement_map map_;
   std::int64_t plan_id_ = 0;
+  std::uint64_t created_seq_ = 0;  ///< the communicator's call number when this plan was set up (~engine)
   std::string name_;
 
   std::vector<ir::program> lowered_;

@@ -118,7 +118,8 @@ COLLC_INLINE engine::~engine() {
   // section 3.8.4: a wait on a request marked for cancellation returns
   // whatever the other processes do). A send still active is freed and
   // completes on its own (section 3.7.3); a receive that matches it later
-  // reads memory this plan no longer owns (docs/mpi_backend.md, "Errors").
+  // reads memory this plan no longer owns (docs/mpi_backend.md, "Failures
+  // reach the peers at once": not solved).
   if (!mpi_finalized())
     for (auto& p : progs_)
       for (auto& t : p.transfers) {
@@ -131,21 +132,23 @@ COLLC_INLINE engine::~engine() {
       }
   if (pool_) pool_->release(segment_);
   if (mpi_finalized()) return;  // too late to free MPI objects; the process is ending
-  // A failed plan may leave messages that were sent but never received
-  // (peers abandoned the call). MPICH 4.0 keeps them after MPI_Comm_free and
-  // gives the context id to a later duplicate, whose plan then receives them:
-  // the old call's data summed in without an error, a false mismatch, or
+  // A failed call may leave messages sent and never received (peers
+  // abandoned it). MPICH 4.0 keeps them after MPI_Comm_free and gives the
+  // context id to a later communicator, whose plan then receives them: the
+  // old call's data summed in without an error, a false mismatch, or
   // "Message truncated" (test_plan_errors, "different plans in the same
-  // call"). Its communicator is kept until MPI_Finalize, as the registry
-  // keeps one with abandoned rounds, so the id is never reused.
-  // So is that of every plan of a communicator on which a node rank
-  // abandoned a call (the node's alarm): the unreceived messages of a
-  // mismatch lie on the comm_ of whichever plan the senders ran, which on
-  // this rank may be a plan that never failed (a cached bcast whose root ran
-  // it while this rank set up another plan): freed with the communicator,
-  // MPICH gave its id to a later duplicate, and the old bcast's bytes were
-  // summed into a later allreduce on a new communicator, without an error.
-  if (call_.failed || reg_->alarm() != 0) *comm_.ptr() = MPI_COMM_NULL;
+  // call"). They lie on the communicator of whichever plan the sender ran,
+  // which on this rank may be a plan that never failed: in a mismatched
+  // call the odd rank runs another plan than its peers (the lifecycle fuzz,
+  // MPICH), and a bcast root can complete its cached plan while the other
+  // ranks set up a new one (pmpi_mismatch_root). So every plan that existed
+  // when a call on its communicator failed (on this rank, or on this node:
+  // the alarm) keeps its communicator until MPI_Finalize, as the registry
+  // keeps one with abandoned rounds, so the id is never reused. Plans made
+  // after the failure free theirs.
+  std::uint64_t last_failure = reg_->failed_calls.empty() ? 0 : *reg_->failed_calls.rbegin();
+  if (const std::uint64_t alarm = reg_->alarm(); alarm > 0) last_failure = std::max(last_failure, alarm - 1);
+  if (call_.failed || last_failure > created_seq_) *comm_.ptr() = MPI_COMM_NULL;
   comm_.reset();
 }
 
@@ -391,6 +394,7 @@ COLLC_INLINE void engine::settle(const std::string& resolved, const std::optiona
   reg_->confirm_shared_memory();
   if (failure) throw *failure;  // every rank failed alike (same text)
   reg_->seq = static_cast<std::uint64_t>(v[4]);
+  created_seq_ = reg_->seq;
   plan_id_ = v[5];
   reg_->next_plan_id = plan_id_ + 1;
   name_ = "plan " + std::to_string(plan_id_) + " (" + text + ")";
