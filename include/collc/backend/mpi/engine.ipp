@@ -452,8 +452,8 @@ COLLC_INLINE void engine::agree(const std::int64_t (&mine)[agreed_values], std::
   } catch (const error& e) {
     if (crossed.empty()) throw;
     reg_->keep_pending(req, std::shared_ptr<void>(std::move(values)));
-    const std::string msg = "mismatched collective calls: setup of " + text + " on rank " + std::to_string(rank_) +
-                            ": " + crossed;
+    const std::string msg =
+        "mismatched collective calls: setup of " + text + " on rank " + std::to_string(rank_) + ": " + crossed;
     // This setup's agreement stays pending, so the ranks' setup collectives
     // no longer pair up: no more setups here, and a peer whose next setup
     // meets the abandoned agreement learns from the gave-up mark that this
