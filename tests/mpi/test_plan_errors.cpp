@@ -609,3 +609,40 @@ TEST_CASE("a mismatched call does not fail another plan's call started with it",
     }
   }
 }
+
+TEST_CASE("a mismatch a peer found in a call this rank completed first is reported at its next call",
+          "[backend][mpi][errors][mismatch]") {
+  // Rank 0 starts call #k (plan e, many executions) and call #k+1 (a bcast
+  // it roots, a; rank 1 runs b there: mismatched), completes #k+1 at once
+  // (the root needs nothing from rank 1), sleeps, and then completes #k.
+  // Meanwhile rank 1 found #k+1 mismatched and marked it. Rank 0 read that
+  // mark while completing #k, an earlier call, and let it go for good: it
+  // never heard of the mismatch. Every rank must have an error by its next
+  // call (docs/mpi_backend.md), here #k+2.
+  const int P = world_size(), me = world_rank();
+  if (P != 2) return;  // rank 1 must find the mismatch while rank 0 sleeps
+  collc::plan_options o;
+  o.timeout_s = 20;
+  auto a = collc::make_bcast<std::int64_t>(MPI_COMM_WORLD, 8, 0, o);
+  auto b = collc::make_bcast<std::int64_t>(MPI_COMM_WORLD, 9, 0, o);
+  collc::plan_options oe = o;
+  oe.chunk_bytes = 4096;
+  const std::size_t n = 4000;
+  auto e = collc::make_allreduce<std::int64_t, sum_no_copy>(MPI_COMM_WORLD, n, oe);
+  std::vector<std::int64_t> u(n, 1), v(n), x(9, 5);
+  e.start(u, v);
+  auto mismatched = error_of([&] {
+    if (me == 0)
+      a.start(std::span<std::int64_t>(x.data(), 8));
+    else
+      b.start(std::span<std::int64_t>(x.data(), 9));
+  });
+  if (!mismatched) mismatched = error_of([&] { (me == 0 ? a : b).wait(); });
+  if (me == 0) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto first = error_of([&] { e.wait(); });
+  auto next = error_of([&] { e(u, v); });  // call #k+2
+  INFO("rank " << me << ": #k+1 " << (mismatched ? mismatched->second : "no error") << "; #k "
+               << (first ? first->second : "no error") << "; #k+2 " << (next ? next->second : "no error"));
+  CHECK((mismatched || first || next));
+  MPI_Barrier(MPI_COMM_WORLD);
+}

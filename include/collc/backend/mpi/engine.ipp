@@ -254,7 +254,7 @@ COLLC_INLINE void engine::check_alarm() {
   }
   const std::uint64_t alarm = reg_->alarm();
   if (alarm == reg_->seen_alarm) return;
-  bool deferred = false;  // a mark left for a call still open here: look again next time
+  bool deferred = false;  // a mark left for a call still open or still ahead here: look again next time
   for (int q = 0; q < size_; ++q) {
     if (q == rank_ || !reg_->on_node(q)) continue;
     const peer_failure f = reg_->failure_of(q);
@@ -266,6 +266,13 @@ COLLC_INLINE void engine::check_alarm() {
     if (f.plan == plan_id_ && f.seq <= call_.seq) {
       call_.origin = f.origin;
       throw error(f.code, name_ + ": " + why + ", so call #" + std::to_string(call_.seq) + " cannot complete");
+    }
+    if (f.code == errc::mismatch && f.seq > call_.seq && f.seq > reg_->reported_mismatch &&
+        !reg_->failed_calls.contains(f.seq)) {
+      // A later call than this one (this rank completed it first, or has
+      // not reached it): reported there or in the call after it, not lost.
+      deferred = true;
+      continue;
     }
     if (f.code == errc::mismatch && f.seq <= call_.seq && f.seq > reg_->reported_mismatch &&
         !reg_->failed_calls.contains(f.seq)) {
