@@ -267,18 +267,13 @@ COLLC_INLINE void engine::check_alarm() {
       call_.origin = f.origin;
       throw error(f.code, name_ + ": " + why + ", so call #" + std::to_string(call_.seq) + " cannot complete");
     }
-    if (f.code == errc::mismatch && f.seq > call_.seq && f.seq > reg_->reported_mismatch &&
-        !reg_->failed_calls.contains(f.seq)) {
-      // A later call than this one (this rank completed it first, or has
-      // not reached it): reported there or in the call after it, not lost.
-      deferred = true;
-      continue;
-    }
-    if (f.code == errc::mismatch && f.seq <= call_.seq && f.seq > reg_->reported_mismatch &&
-        !reg_->failed_calls.contains(f.seq)) {
-      if (f.seq != call_.seq && std::ranges::find(reg_->open_calls, f.seq) != reg_->open_calls.end()) {
-        // Another plan's call, begun before this one and not yet ended here
-        // (plans started together): it hears of its mismatch itself.
+    if (f.code == errc::mismatch && f.seq > reg_->reported_mismatch && !reg_->failed_calls.contains(f.seq)) {
+      // Left to another call: one later than this (this rank completed it
+      // first, or has not reached it), reported there or after it; or
+      // another plan's call begun before this one and not yet ended here
+      // (plans started together), which hears of its mismatch itself.
+      const bool other_open = f.seq < call_.seq && std::ranges::find(reg_->open_calls, f.seq) != reg_->open_calls.end();
+      if (f.seq > call_.seq || other_open) {
         deferred = true;
         continue;
       }
