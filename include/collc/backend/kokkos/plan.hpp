@@ -377,7 +377,7 @@ class plan : public mpi::plan_facts<T, Op> {
   [[nodiscard]] std::string describe() const { return core_.get("collc::kokkos::plan").describe(); }
   /// Whether this plan's copies and reduces run inline on the calling thread
   /// (a host execution space, send and recv of at most inline_bytes each).
-  [[nodiscard]] bool runs_inline() const noexcept {
+  [[nodiscard]] bool runs_inline() const {
     return host_execution_v<ExecSpace> && std::max(this->send_count(), this->recv_count()) * sizeof(T) <= inline_bytes;
   }
 

@@ -144,12 +144,20 @@ class plan : public plan_facts<T, Op> {
   [[nodiscard]] std::string describe() const { return checked().describe(); }
   /// This rank's node-segment slot (flags + shm), scratch and staging bytes:
   /// each at most options.chunk_bytes (+ the flag lines), whatever the count.
-  [[nodiscard]] std::size_t shm_bytes_per_rank() const noexcept { return e().shm_bytes(); }
-  [[nodiscard]] std::size_t scratch_bytes_per_rank() const noexcept { return e().scratch_bytes(); }
-  [[nodiscard]] std::size_t stage_bytes_per_rank() const noexcept { return e().stage_bytes(); }
+  [[nodiscard]] std::size_t shm_bytes_per_rank() const { return this->engine_of("shm_bytes_per_rank()").shm_bytes(); }
+  [[nodiscard]] std::size_t scratch_bytes_per_rank() const {
+    return this->engine_of("scratch_bytes_per_rank()").scratch_bytes();
+  }
+  [[nodiscard]] std::size_t stage_bytes_per_rank() const {
+    return this->engine_of("stage_bytes_per_rank()").stage_bytes();
+  }
   /// The communicator rank and the node of each program rank.
-  [[nodiscard]] const std::vector<int>& comm_of_program() const noexcept { return e().placement().comm_of_prog; }
-  [[nodiscard]] const std::vector<int>& node_of_program() const noexcept { return e().placement().node_of; }
+  [[nodiscard]] const std::vector<int>& comm_of_program() const {
+    return this->engine_of("comm_of_program()").placement().comm_of_prog;
+  }
+  [[nodiscard]] const std::vector<int>& node_of_program() const {
+    return this->engine_of("node_of_program()").placement().node_of;
+  }
 
   /// Built by the make_* factories.
   explicit plan(plan_core<T, Op> core) : plan_facts<T, Op>(std::move(core)) { core_.let_other_waits_advance(); }
@@ -160,7 +168,6 @@ class plan : public plan_facts<T, Op> {
 
   /// The engine; a moved-from plan has none and says so.
   mpi::engine& checked() const { return core_.get("collc::plan"); }
-  const mpi::engine& e() const noexcept { return core_.engine_ref(); }
 
   void start_impl(const T* send, std::size_t send_size, T* recv, std::size_t recv_size) {
     (void)checked();

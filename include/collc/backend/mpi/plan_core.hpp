@@ -300,30 +300,34 @@ class plan_core {
 template <class T, class Op>
 class plan_facts {
  public:
-  [[nodiscard]] collective kind() const noexcept { return core_.kind(); }
+  // Each accessor of a moved-from plan throws collc::error (errc::invalid_argument,
+  // naming the accessor), as its calls do, instead of reading the engine it gave away.
+  [[nodiscard]] collective kind() const { return built("kind()").kind(); }
   /// Elements per rank (allreduce, reduce, bcast) or per block (reduce_scatter, allgather).
-  [[nodiscard]] std::size_t count() const noexcept { return core_.count(); }
-  [[nodiscard]] int root() const noexcept { return core_.root(); }
-  [[nodiscard]] int ranks() const noexcept { return core_.ranks(); }
+  [[nodiscard]] std::size_t count() const { return built("count()").count(); }
+  [[nodiscard]] int root() const { return built("root()").root(); }
+  [[nodiscard]] int ranks() const { return built("ranks()").ranks(); }
   /// Elements expected in send / recv / an in-place buffer on this rank.
-  [[nodiscard]] std::size_t send_count() const noexcept { return core_.send_count(); }
-  [[nodiscard]] std::size_t recv_count() const noexcept { return core_.recv_count(); }
-  [[nodiscard]] std::size_t in_place_count() const noexcept { return core_.in_place_count(); }
+  [[nodiscard]] std::size_t send_count() const { return built("send_count()").send_count(); }
+  [[nodiscard]] std::size_t recv_count() const { return built("recv_count()").recv_count(); }
+  [[nodiscard]] std::size_t in_place_count() const { return built("in_place_count()").in_place_count(); }
   /// The schedule that was lowered (after default selection).
-  [[nodiscard]] const algo::schedule& schedule() const noexcept { return core_.schedule(); }
+  [[nodiscard]] const algo::schedule& schedule() const { return built("schedule()").schedule(); }
   /// "recexch{-2,2}"-style name of the schedule.
-  [[nodiscard]] std::string schedule_name() const { return core_.schedule().to_string(); }
+  [[nodiscard]] std::string schedule_name() const { return built("schedule_name()").schedule().to_string(); }
   /// Human-readable plan name with its id and signature (used in error messages).
-  [[nodiscard]] const std::string& name() const noexcept { return core_.name(); }
+  [[nodiscard]] const std::string& name() const { return built("name()").name(); }
   /// Chunk size in elements (per rank or per block) and executions per call.
-  [[nodiscard]] std::size_t chunk_elements() const noexcept { return core_.engine_ref().chunk_count(); }
-  [[nodiscard]] std::size_t executions_per_call() const noexcept { return core_.engine_ref().executions_per_call(); }
+  [[nodiscard]] std::size_t chunk_elements() const { return engine_of("chunk_elements()").chunk_count(); }
+  [[nodiscard]] std::size_t executions_per_call() const {
+    return engine_of("executions_per_call()").executions_per_call();
+  }
   /// The lowered programs (chunk, then tail if any), in program ranks.
-  [[nodiscard]] const std::vector<ir::program>& programs() const noexcept { return core_.engine_ref().programs(); }
+  [[nodiscard]] const std::vector<ir::program>& programs() const { return engine_of("programs()").programs(); }
   /// Program rank of this rank.
-  [[nodiscard]] int program_rank() const noexcept { return core_.engine_ref().program_rank(); }
+  [[nodiscard]] int program_rank() const { return engine_of("program_rank()").program_rank(); }
   /// Whether this rank's programs send or receive messages (the path between nodes).
-  [[nodiscard]] bool uses_messages() const noexcept { return core_.engine_ref().has_transfers(); }
+  [[nodiscard]] bool uses_messages() const { return engine_of("uses_messages()").has_transfers(); }
 
   /// Refuses this rank's next call with `e`, an argument error that a helper
   /// found before it made the call (collc::reproducible_dot's sizes): the call
@@ -343,6 +347,20 @@ class plan_facts {
   ~plan_facts() = default;
 
   plan_core<T, Op> core_;
+
+  /// The engine; throws for a moved-from plan, naming the accessor (the
+  /// message is built only then: send_count() runs in every pointer call).
+  engine& engine_of(const char* accessor) const {
+    if (!core_.valid()) (void)core_.get((std::string("collc plan ") + accessor).c_str());
+    return core_.engine_ref();
+  }
+
+ private:
+  /// The core of a plan that holds an engine; throws for a moved-from plan.
+  const plan_core<T, Op>& built(const char* accessor) const {
+    (void)engine_of(accessor);
+    return core_;
+  }
 };
 
 /// Runs `local`, the local part of a helper's call on plan `p` (e.g. the
