@@ -444,15 +444,12 @@ COLLC_INLINE void engine::agree(const std::int64_t (&mine)[agreed_values], std::
   // check the setup waited forever (COLLC_TIMEOUT is unlimited under
   // libcollc_mpi).
   std::string crossed;
-  bool arrived = false;
-  try {
-    arrived = registry::wait_request(req, opt_.timeout_s, [this, k, &crossed] {
-      turns(reg_.get(), this);
-      crossed = peer_skipped_setup(k);
-      if (!crossed.empty()) throw error(errc::mismatch, crossed);
-    });
-  } catch (const error& e) {
-    if (crossed.empty()) throw;
+  const auto end = registry::wait_request(req, opt_.timeout_s, [this, k, &crossed] {
+    turns(reg_.get(), this);
+    crossed = peer_skipped_setup(k);
+    return !crossed.empty();
+  });
+  if (end == registry::request_wait::stopped) {
     reg_->keep_pending(req, std::shared_ptr<void>(std::move(values)));
     const std::string msg =
         "mismatched collective calls: setup of " + text + " on rank " + std::to_string(rank_) + ": " + crossed;
@@ -471,7 +468,7 @@ COLLC_INLINE void engine::agree(const std::int64_t (&mine)[agreed_values], std::
     reg_->mark_failed(next, errc::mismatch, -1, rank_);
     throw error(errc::mismatch, msg);
   }
-  if (!arrived) {
+  if (end == registry::request_wait::timed_out) {
     reg_->mark_setup(k, true);
     std::vector<int> missing;
     bool others = false;
@@ -532,7 +529,7 @@ COLLC_INLINE void engine::timed_out(const std::string& msg) const {
 
 COLLC_INLINE void engine::wait_setup(MPI_Request& req, std::shared_ptr<void> buffer, MPI_Comm* made,
                                      const std::function<std::string()>& what) {
-  if (registry::wait_request(req, opt_.timeout_s)) return;
+  if (registry::wait_request(req, opt_.timeout_s) == registry::request_wait::completed) return;
   reg_->keep_pending(req, std::move(buffer), made);
   setup_timed_out(what());
 }

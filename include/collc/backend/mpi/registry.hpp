@@ -131,11 +131,14 @@ class registry {
   registry& operator=(const registry&) = delete;
   ~registry();
 
-  /// Polls `req` until it completes (true) or `timeout_s` passed (false),
-  /// yielding the core between polls (oversubscribed nodes).
-  /// `idle`, if given, runs between polls (engine::agree gives the started
-  /// plans their turns there: a peer may wait in one before it comes).
-  static bool wait_request(MPI_Request& req, double timeout_s, const std::function<void()>& idle = nullptr);
+  /// How wait_request ended.
+  enum class request_wait { completed, timed_out, stopped };
+  /// Polls `req` until it completes, `timeout_s` passed, or `idle` returned
+  /// true, yielding the core between polls (oversubscribed nodes). `idle`, if
+  /// given, runs between polls: engine::agree gives the started plans their
+  /// turns there (a peer may wait in one before it comes) and stops the wait
+  /// when it sees that a peer will never come.
+  static request_wait wait_request(MPI_Request& req, double timeout_s, const std::function<bool()>& idle = nullptr);
   /// A collective a timed-out setup left behind (its agreement, the
   /// duplication of a plan's communicator, a disagreement report): its
   /// request, the buffer MPI writes when the late ranks complete it, and the

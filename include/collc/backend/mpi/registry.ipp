@@ -67,7 +67,12 @@ COLLC_INLINE registry::registry(MPI_Comm user_comm, double timeout_s, const std:
       abandon(req[1]);
       mpi_check(rc, "MPI_Comm_idup");
     }
-    if (!wait_request(req[0], timeout_s, idle) || !wait_request(req[1], timeout_s, idle)) {
+    const std::function<bool()> turns = [&idle] {
+      if (idle) idle();
+      return false;
+    };
+    if (wait_request(req[0], timeout_s, turns) != request_wait::completed ||
+        wait_request(req[1], timeout_s, turns) != request_wait::completed) {
       (void)handle.release();
       (void)keys.release();
       (void)mine.release();
@@ -211,18 +216,19 @@ COLLC_INLINE registry::~registry() {
   control_.reset();
 }
 
-COLLC_INLINE bool registry::wait_request(MPI_Request& req, double timeout_s, const std::function<void()>& idle) {
+COLLC_INLINE registry::request_wait registry::wait_request(MPI_Request& req, double timeout_s,
+                                                           const std::function<bool()>& idle) {
   const auto t0 = std::chrono::steady_clock::now();
   for (unsigned i = 0;; ++i) {
     int done = 0;
     COLLC_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
-    if (done) return true;
+    if (done) return request_wait::completed;
     if (i > 64) {
-      if (idle && (i & 15) == 0) idle();
+      if (idle && (i & 15) == 0 && idle()) return request_wait::stopped;
       std::this_thread::yield();
     }
     if ((i & 63) == 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > timeout_s)
-      return false;
+      return request_wait::timed_out;
   }
 }
 

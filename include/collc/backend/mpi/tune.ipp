@@ -26,7 +26,10 @@ COLLC_INLINE void complete_giving_turns(MPI_Request& req, MPI_Comm comm) {
   // A blocking MPI_Bcast here (the blocking API's wisdom lookup, for every
   // new signature) deadlocked with a peer that waited in a started plan for
   // this rank first, until that peer's plan timed out.
-  (void)registry::wait_request(req, std::numeric_limits<double>::infinity(), [comm] { engine::give_turns(comm); });
+  (void)registry::wait_request(req, std::numeric_limits<double>::infinity(), [comm] {
+    engine::give_turns(comm);
+    return false;
+  });
 }
 
 COLLC_INLINE void barrier(MPI_Comm comm) {
