@@ -1182,8 +1182,10 @@ int dispatch(const call& c, std::optional<why> unfit, ToMpi&& to_mpi) {
   verdict v = refuse(why::off);
   int err = MPI_SUCCESS;
   bool local = false;
+  comm_state* state = nullptr;
   if (s.enabled && (s.collectives >> static_cast<int>(c.c) & 1u)) {
     comm_state& st = state_of(c.comm);
+    state = &st;
     if (st.null_comm)
       v = refuse(why::null_comm);
     else if (st.inter)
@@ -1214,7 +1216,16 @@ int dispatch(const call& c, std::optional<why> unfit, ToMpi&& to_mpi) {
       v = run_on_collc(st, s, c, sig, &err);
     }
   }
-  if (!v.collc) err = to_mpi();
+  if (!v.collc) {
+    // A call left to MPI takes its call number on the communicator's plans,
+    // so that peers whose cached plan runs this call (rank 0 passed another
+    // count) see a mismatch, not a rank that is late: each side waited for
+    // the other for good (test pmpi_mismatch_routed). Under
+    // MPI_ERRORS_ARE_FATAL the peers' error ends the job; with
+    // MPI_ERRORS_RETURN this rank still waits in MPI (docs/pmpi.md).
+    if (state && state->registry) state->registry->stamp_library_call();
+    err = to_mpi();
+  }
   if (s.stats) {
     const std::uint64_t ns = ns_between(t0, PMPI_Wtime());
     if (v.collc) {

@@ -12,6 +12,12 @@
  *                       (setup and plan saw no mismatch: a hang, where the
  *                       MPI library returns MPI_ERR_TRUNCATE). Then the
  *                       duplicate is freed and the program goes on.
+ *   c_mismatch routed   as cached, but rank 0's new count is one of its
+ *                       signature's first calls, which go to the MPI
+ *                       library (COLLC_PMPI_FROM_CALL=2), and the error
+ *                       handler is MPI_ERRORS_ARE_FATAL: rank 0 waited in
+ *                       MPI, the others in their plan, each for good. The
+ *                       others must find the mismatch and end the job.
  *   c_mismatch root     MPI_ERRORS_RETURN on a duplicate with a cached bcast
  *                       from rank 0: rank 0 broadcasts from root 0 again
  *                       (its call completes: a root needs no peer), the
@@ -93,18 +99,19 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   if (argc > 1 && strcmp(argv[1], "root") == 0) return stale_root(size, rank);
+  const int routed = argc > 1 && strcmp(argv[1], "routed") == 0;
   const int cached = argc > 1 && strcmp(argv[1], "cached") == 0;
   const int returning = cached || (argc > 1 && strcmp(argv[1], "return") == 0);
   if (returning) MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   double x[20], y[20];
   for (int k = 0; k < 20; ++k) x[k] = rank + k;
   MPI_Comm comm = MPI_COMM_WORLD;
-  if (cached) {
+  if (cached || routed) {
     MPI_Comm_dup(MPI_COMM_WORLD, &comm);
     for (int k = 0; k < 3; ++k) MPI_Allreduce(x, y, 20, MPI_DOUBLE, MPI_SUM, comm);
   }
   const int err = MPI_Allreduce(x, y, rank == 0 ? 10 : 20, MPI_DOUBLE, MPI_SUM, comm);
-  if (cached) MPI_Comm_free(&comm);
+  if (cached || routed) MPI_Comm_free(&comm);
   int failed = err != MPI_SUCCESS, all_failed = 0;
   MPI_Allreduce(&failed, &all_failed, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
   /* A correct call afterwards: the program goes on. */

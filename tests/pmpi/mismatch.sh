@@ -1,19 +1,23 @@
 #!/usr/bin/env bash
 # Runs c_mismatch with libcollc_mpi preloaded and checks the diagnosis:
-#   mismatch.sh MPIEXEC NP LIB PROGRAM fatal|return|cached|root
+#   mismatch.sh MPIEXEC NP LIB PROGRAM fatal|return|cached|routed|root
 # fatal: the job must fail (MPI_ERRORS_ARE_FATAL) within the time limit, with
 # collc's diagnosis naming the call and the disagreement on stderr; return:
 # the program must finish, every rank having seen the error code; cached: as
 # return, for a mismatch between a new plan on one rank and a cached one on
 # the others, found without waiting for COLLC_TIMEOUT; root (np 4, pseudo-
-# nodes of 2): bcast roots differ, then allreduces on new communicators must
+# routed: as fatal, for a mismatch between a call one rank leaves to MPI (a
+# signature's first call) and a cached plan on the others, found without
+# waiting for COLLC_TIMEOUT; root (np 4, pseudo-nodes of 2): bcast roots differ, then allreduces on new communicators must
 # be right.
 set -uo pipefail
 mpiexec=$1 np=$2 lib=$3 prog=$4 mode=$5
 flags=() envs=()
 extra=()
 [[ $mode != root ]] || extra=(COLLC_RANKS_PER_NODE=2)  # messages between pseudo-nodes
-for e in "LD_PRELOAD=$lib" COLLC_PMPI_FROM_CALL=1 COLLC_TIMEOUT=20 "${extra[@]}"; do
+from_call=1
+[[ $mode != routed ]] || from_call=2  # rank 0's new count goes to MPI, the others' cached one to collc
+for e in "LD_PRELOAD=$lib" COLLC_PMPI_FROM_CALL=$from_call COLLC_TIMEOUT=20 "${extra[@]}"; do
   if "$mpiexec" --version 2>&1 | grep -q "Open MPI\|OpenRTE"; then envs+=(-x "$e"); else envs+=(-genv "${e%%=*}" "${e#*=}"); fi
 done
 "$mpiexec" --version 2>&1 | grep -q "Open MPI\|OpenRTE" && flags=(--oversubscribe --allow-run-as-root --bind-to none)
@@ -28,11 +32,14 @@ if [[ $mode == root ]]; then
   echo "mismatch.sh: diagnosed ($mode)"; exit 0
 fi
 echo "$out" | grep -q "collc pmpi: MPI_Allreduce on rank .*count" || { echo "mismatch.sh: no diagnosis naming MPI_Allreduce and the counts"; exit 1; }
-# cached: the disagreement must be found as one, not by COLLC_TIMEOUT.
-if [[ $mode == cached ]] && echo "$out" | grep -q "timeout after"; then
+# cached, routed: the disagreement must be found as one, not by COLLC_TIMEOUT.
+if [[ $mode == cached || $mode == routed ]] && echo "$out" | grep -q "timeout after"; then
   echo "mismatch.sh: the ranks waited for each other until COLLC_TIMEOUT instead of finding the mismatch"; exit 1
 fi
-if [[ $mode == fatal ]]; then
+if [[ $mode == routed ]] && ! echo "$out" | grep -q "mismatched collective calls.*left to the MPI library"; then
+  echo "mismatch.sh: no diagnosis naming the call left to the MPI library"; exit 1
+fi
+if [[ $mode == fatal || $mode == routed ]]; then
   [[ $rc -ne 0 ]] || { echo "mismatch.sh: the job succeeded although the error handler is MPI_ERRORS_ARE_FATAL"; exit 1; }
 else
   [[ $rc -eq 0 ]] || { echo "mismatch.sh: exit code $rc with MPI_ERRORS_RETURN"; exit 1; }

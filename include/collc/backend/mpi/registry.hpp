@@ -95,6 +95,13 @@ constexpr std::uint64_t stamp_plan(std::uint64_t stamp) noexcept { return stamp 
 constexpr std::uint64_t plan_tag(std::int64_t plan_id) noexcept {
   return static_cast<std::uint64_t>(plan_id) & stamp_plan_mask;
 }
+/// The plan id that stamps a call the MPI library runs: libcollc_mpi leaves
+/// some calls to MPI (a signature's first calls, sizes MPI is faster at) on a
+/// communicator that has plans, and such a call takes its call number too
+/// (registry::stamp_library_call). No plan gets it before 2^19 - 1 plans were
+/// set up on the communicator; a plan whose id shares its 19 bits later only
+/// hides a mismatch, as any two such plans do.
+inline constexpr std::int64_t library_call_id = static_cast<std::int64_t>(stamp_plan_mask);
 /// The 40 bits of a call number a stamp keeps.
 constexpr std::uint64_t seq_tag(std::uint64_t seq) noexcept { return seq & ((std::uint64_t{1} << 40) - 1); }
 
@@ -232,6 +239,14 @@ class registry {
 
   /// Announces that this rank runs call `s` with plan `plan_id`.
   void stamp(std::uint64_t s, std::int64_t plan_id) noexcept;
+  /// libcollc_mpi leaves this rank's next call on the communicator to the
+  /// MPI library: it takes its number all the same, stamped library_call_id.
+  /// Every rank runs a call on collc or on MPI alike (docs/pmpi.md), so a
+  /// peer whose plan runs that call sees the stamp as a mismatch (a rank
+  /// passed another count, whose first calls go to MPI): before, it waited
+  /// for good for a rank that waited in MPI for it. One store, on calls that
+  /// go to MPI only.
+  void stamp_library_call() noexcept { stamp(++seq, library_call_id); }
   /// The plan this rank stamped for call `s`, if the ring still holds it (tag, found).
   [[nodiscard]] std::pair<std::uint64_t, bool> own_stamp(std::uint64_t s) const noexcept;
   /// Marks call `s` of plan `plan_id` abandoned with `code`: peers waiting on

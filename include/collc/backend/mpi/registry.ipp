@@ -306,6 +306,7 @@ COLLC_INLINE int registry::windows() const noexcept {
 COLLC_INLINE std::string registry::plan_name_by_tag(std::uint64_t tag) const {
   for (auto it = plan_names.rbegin(); it != plan_names.rend(); ++it)
     if (plan_tag(it->first) == tag) return it->second;
+  if (tag == plan_tag(library_call_id)) return "a collective left to the MPI library (libcollc_mpi)";
   std::string m = "a plan with id ";
   m += std::to_string(tag);
   m += " mod 2^19 (freed)";
