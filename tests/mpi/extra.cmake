@@ -131,3 +131,7 @@ if(_collc_shm_mpiexec MATCHES "Open MPI|OpenRTE")
     PASS_REGULAR_EXPRESSION "16 plans alive, 0 wrong elements: PASS"
     FAIL_REGULAR_EXPRESSION "Bus error|signal 7|FAIL")
 endif()
+
+# Ranks on hosts of their own (COLLC_TEST_HOST_RANKS, test_plan_errors.cpp):
+# a failed peer's registry line is not visible, as between machines.
+collc_add_mpi_test(mpi_test_plan_errors_hosts mpi_test_plan_errors RANKS 3 4 ENV COLLC_TEST_HOST_RANKS=1 ARGS "[hosts]")

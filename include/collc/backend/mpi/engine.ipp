@@ -117,9 +117,21 @@ COLLC_INLINE engine::~engine() {
   // is cancelled, then completed, which MPI guarantees to be local (MPI 4.0,
   // section 3.8.4: a wait on a request marked for cancellation returns
   // whatever the other processes do). A send still active is freed and
-  // completes on its own (section 3.7.3); a receive that matches it later
-  // reads memory this plan no longer owns (docs/mpi_backend.md, "Failures
-  // reach the peers at once": not solved).
+  // completes on its own (section 3.7.3): MPI reads its buffer when a
+  // receive matches it, maybe long after (a peer on another node that was
+  // late, whose receive this rank timed out waiting for). If that buffer is
+  // memory this plan owns (scratch, staging, its range of the node segment:
+  // a one-rank node's arena is heap memory), freeing it let the late peer
+  // read whatever the allocator or a later plan put there and complete the
+  // call with it, without an error: across nodes nothing else tells it that
+  // this rank gave the call up (test_plan_errors, "a late peer reads what a
+  // failed plan sent, not what reused its memory"). A send that has
+  // completed meanwhile (an eager one: MPI copied it when it started) needs
+  // nothing: one test says which. If any has not, the plan's own memory is
+  // kept until the process ends, and its segment range stays leased (no
+  // later plan gets it; its arena outlives the pool: segment_pool::keep).
+  // The user's buffers are the program's to keep (docs/mpi_backend.md).
+  bool sends_pending = false;
   if (!mpi_finalized())
     for (auto& p : progs_)
       for (auto& t : p.transfers) {
@@ -127,10 +139,20 @@ COLLC_INLINE engine::~engine() {
         if (t.active && !t.is_send) {
           MPI_Cancel(&t.request);
           MPI_Wait(&t.request, MPI_STATUS_IGNORE);
+        } else if (t.active) {
+          int done = 0;
+          MPI_Test(&t.request, &done, MPI_STATUS_IGNORE);
+          sends_pending = sends_pending || done == 0;
         }
         MPI_Request_free(&t.request);
       }
-  if (pool_) pool_->release(segment_);
+  if (sends_pending) {
+    (void)new aligned_bytes(std::move(scratch_));  // leaked on purpose: MPI may still read them
+    (void)new aligned_bytes(std::move(stage_));
+    if (pool_) pool_->keep(segment_);
+  } else if (pool_) {
+    pool_->release(segment_);
+  }
   if (mpi_finalized()) return;  // too late to free MPI objects; the process is ending
   // A failed call may leave messages sent and never received (peers
   // abandoned it). MPICH 4.0 keeps them after MPI_Comm_free and gives the

@@ -61,7 +61,8 @@ class segment_pool {
   segment_pool(const segment_pool&) = delete;
   segment_pool& operator=(const segment_pool&) = delete;
   /// Collective over the node where an arena is an MPI window (the
-  /// fallback: MPI_Win_free), in arena order on every rank; else local.
+  /// fallback: which windows a rank keeps (keep()) is agreed, then
+  /// MPI_Win_free), in arena order on every rank; else local.
   ~segment_pool();
 
   [[nodiscard]] MPI_Comm node_comm() const noexcept { return comm_; }
@@ -100,6 +101,10 @@ class segment_pool {
 
   /// Local: the range is free in this rank's view.
   void release(const segment_lease& l) noexcept;
+  /// Local: the range stays leased (no later plan gets it) and its arena's
+  /// memory outlives the pool: a failed plan's sends still active read it
+  /// when a late peer's receive matches them (engine::~engine).
+  void keep(const segment_lease& l) noexcept;
 
   /// Shared memory created ahead by the rank that will be node rank 0 of a
   /// pool, so that the pool's first arena needs no broadcast of its name:
@@ -173,6 +178,7 @@ class segment_pool {
     std::unique_ptr<std::byte[]> own;          ///< a one-rank node's arena: private memory
     std::vector<std::byte*> base;              ///< [node rank] line-aligned start of the slot
     std::size_t capacity = 0;                  ///< bytes per rank
+    bool kept = false;                         ///< outlives the pool (keep())
     std::size_t high_water = 0;                ///< end of the highest range leased so far (agreed: same everywhere)
     std::map<std::size_t, std::size_t> used;   ///< offset -> bytes, ranges leased by this rank
     std::map<std::size_t, std::size_t> holes;  ///< offset -> bytes, free ranges below high_water

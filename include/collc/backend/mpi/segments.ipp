@@ -37,6 +37,23 @@ COLLC_INLINE segment_pool::segment_pool(MPI_Comm node_comm) : comm_(node_comm) {
 }
 
 COLLC_INLINE segment_pool::~segment_pool() {
+  // A kept arena (keep()) is neither unmapped nor freed: a send of a failed
+  // plan may still read it. Its MPI window is not freed either, on any rank
+  // of the node: MPI_Win_free is collective, so the ranks agree first which
+  // windows stay (every rank has the same arenas, made collectively). Pools
+  // without windows, the usual case, decide locally.
+  if (mpi_windows() > 0 && !mpi_finalized()) {
+    std::vector<int> kept(arenas_.size());
+    for (std::size_t i = 0; i < arenas_.size(); ++i) kept[i] = arenas_[i].kept ? 1 : 0;
+    if (MPI_Allreduce(MPI_IN_PLACE, kept.data(), static_cast<int>(kept.size()), MPI_INT, MPI_MAX, comm_) == MPI_SUCCESS)
+      for (std::size_t i = 0; i < arenas_.size(); ++i)
+        if (kept[i] != 0 && arenas_[i].win) *arenas_[i].win.ptr() = MPI_WIN_NULL;  // leaked on purpose
+  }
+  for (auto& a : arenas_) {
+    if (!a.kept) continue;
+    a.map.addr = nullptr;   // leaked on purpose: the mapping stays to the end of the process
+    (void)a.own.release();  // the same for a one-rank node's private memory
+  }
   for (auto& a : arenas_) a.win.reset();
   arenas_.clear();  // unmaps the shared maps (local)
   node_comm_.reset();
@@ -90,6 +107,11 @@ COLLC_INLINE void segment_pool::release(const segment_lease& l) noexcept {
   if (it == a.used.end()) return;
   a.free_range(it->first, it->second);
   a.used.erase(it);
+}
+
+COLLC_INLINE void segment_pool::keep(const segment_lease& l) noexcept {
+  if (l.arena < 0 || static_cast<std::size_t>(l.arena) >= arenas_.size()) return;
+  arenas_[static_cast<std::size_t>(l.arena)].kept = true;
 }
 
 COLLC_INLINE void segment_pool::arena_state::carve(std::size_t off, std::size_t n) {
