@@ -301,11 +301,14 @@ COLLC_INLINE void engine::check_alarm() {
       }
       reg_->reported_mismatch = f.seq;
       const auto [tag, known] = reg_->own_stamp(f.seq);
-      throw error(errc::mismatch, "mismatched collective calls: rank " + std::to_string(q) + " found call #" +
-                                      std::to_string(f.seq) + " mismatched; rank " + std::to_string(rank_) + " ran " +
-                                      (known ? reg_->plan_name_by_tag(tag) : std::string("?")) +
-                                      " in that call (reported in call #" + std::to_string(call_.seq) + ", " + name_ +
-                                      ")");
+      // Both sides, as a rank that saw the mismatch itself says them (a mark
+      // from a setup that met a mismatch names no plan).
+      const std::string peer_ran = f.plan >= 0 ? " (it ran " + reg_->plan_name(f.plan) + ")" : std::string();
+      throw error(errc::mismatch,
+                  "mismatched collective calls: rank " + std::to_string(q) + " found call #" + std::to_string(f.seq) +
+                      " mismatched" + peer_ran + "; rank " + std::to_string(rank_) + " ran " +
+                      (known ? reg_->plan_name_by_tag(tag) : std::string("?")) + " in that call (reported in call #" +
+                      std::to_string(call_.seq) + ", " + name_ + ")");
     }
   }
   if (!deferred) reg_->seen_alarm = alarm;
