@@ -114,6 +114,8 @@ class aligned_bytes {
     if (p_) ::operator delete (p_, std::align_val_t{64});
   }
   [[nodiscard]] std::byte* get() const noexcept { return p_; }
+  /// Gives up the memory without freeing it (~engine: MPI may still read it).
+  std::byte* release() noexcept { return std::exchange(p_, nullptr); }
 
  private:
   std::byte* p_ = nullptr;

@@ -147,8 +147,8 @@ COLLC_INLINE engine::~engine() {
         MPI_Request_free(&t.request);
       }
   if (sends_pending) {
-    (void)new aligned_bytes(std::move(scratch_));  // leaked on purpose: MPI may still read them
-    (void)new aligned_bytes(std::move(stage_));
+    (void)scratch_.release();  // leaked on purpose: MPI may still read them
+    (void)stage_.release();
     if (pool_) pool_->keep(segment_);
   } else if (pool_) {
     pool_->release(segment_);
@@ -437,6 +437,12 @@ COLLC_INLINE void engine::settle(const std::string& resolved, const std::optiona
                                        std::to_string(pool_->node_rank()) + " of " +
                                        std::to_string(pool_->node_size()) + ")");
   }
+  // Ranks that proposed different ranges: a range kept on some rank (a failed
+  // plan's sends still read it, ~engine) is free on the others, who would
+  // propose it again at every later setup and make each take a new arena.
+  // The lowest proposal is retired wherever it is free.
+  if (!agreed && v[6] >= 0 && -v[9] >= 0)
+    pool_->retire(static_cast<int>(-v[9]), static_cast<std::size_t>(-v[10]), static_cast<std::size_t>(n));
   bind_all(agreed ? arena : -1, offset);
 }
 

@@ -105,6 +105,12 @@ class segment_pool {
   /// memory outlives the pool: a failed plan's sends still active read it
   /// when a late peer's receive matches them (engine::~engine).
   void keep(const segment_lease& l) noexcept;
+  /// Local: removes the range from this rank's free ranges if it is one (the
+  /// high-water mark, agreed, is left as it is). A plan setup whose ranks
+  /// proposed different ranges retires the lowest proposal, so that a range
+  /// one rank keeps (keep()) and the others freed stops being proposed: else
+  /// every later plan that fits it disagreed again and took a new arena.
+  void retire(int arena, std::size_t offset, std::size_t bytes) noexcept;
 
   /// Shared memory created ahead by the rank that will be node rank 0 of a
   /// pool, so that the pool's first arena needs no broadcast of its name:
@@ -201,6 +207,13 @@ class segment_pool {
 
   comm_owner node_comm_;  ///< owned node communicator, or none when borrowed
   MPI_Comm comm_ = MPI_COMM_NULL;
+  /// Where comm_ is borrowed (the registry's control communicator, on one
+  /// host) and an arena is an MPI window: a duplicate made with the first
+  /// window, on which ~segment_pool agrees which windows stay. Not comm_
+  /// itself: a setup collective a timeout or a mismatch abandoned may be
+  /// pending there on some ranks (registry::keep_pending), and the
+  /// agreement would match it on the others.
+  comm_owner keep_comm_;
   prepared prepared_;  ///< for the first arena (use_prepared)
   prepared pending_;   ///< node rank 0: its name until confirm()
   bool map_failed_ = false;

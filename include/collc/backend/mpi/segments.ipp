@@ -45,7 +45,8 @@ COLLC_INLINE segment_pool::~segment_pool() {
   if (mpi_windows() > 0 && !mpi_finalized()) {
     std::vector<int> kept(arenas_.size());
     for (std::size_t i = 0; i < arenas_.size(); ++i) kept[i] = arenas_[i].kept ? 1 : 0;
-    if (MPI_Allreduce(MPI_IN_PLACE, kept.data(), static_cast<int>(kept.size()), MPI_INT, MPI_MAX, comm_) == MPI_SUCCESS)
+    const MPI_Comm agree = keep_comm_ ? keep_comm_.get() : comm_;
+    if (MPI_Allreduce(MPI_IN_PLACE, kept.data(), static_cast<int>(kept.size()), MPI_INT, MPI_MAX, agree) == MPI_SUCCESS)
       for (std::size_t i = 0; i < arenas_.size(); ++i)
         if (kept[i] != 0 && arenas_[i].win) *arenas_[i].win.ptr() = MPI_WIN_NULL;  // leaked on purpose
   }
@@ -56,6 +57,7 @@ COLLC_INLINE segment_pool::~segment_pool() {
   }
   for (auto& a : arenas_) a.win.reset();
   arenas_.clear();  // unmaps the shared maps (local)
+  keep_comm_.reset();
   node_comm_.reset();
 }
 
@@ -114,6 +116,14 @@ COLLC_INLINE void segment_pool::keep(const segment_lease& l) noexcept {
   arenas_[static_cast<std::size_t>(l.arena)].kept = true;
 }
 
+COLLC_INLINE void segment_pool::retire(int arena, std::size_t offset, std::size_t bytes) noexcept {
+  if (arena < 0 || static_cast<std::size_t>(arena) >= arenas_.size() || bytes == 0) return;
+  arena_state& a = arenas_[static_cast<std::size_t>(arena)];
+  const std::size_t need = round_up(bytes);
+  if (offset >= a.high_water || need > a.high_water - offset) return;  // never moves the agreed high-water mark
+  a.carve(offset, need);  // a free range in this rank's view is taken out of it; else nothing changes
+}
+
 COLLC_INLINE void segment_pool::arena_state::carve(std::size_t off, std::size_t n) {
   if (off >= high_water) {
     if (off > high_water) holes.emplace(high_water, off - high_water);
@@ -163,6 +173,9 @@ COLLC_INLINE int segment_pool::add_arena(std::size_t need) {
     arenas_.push_back(std::move(a));
     return static_cast<int>(arenas_.size()) - 1;
   }
+  // Every node rank alike (the window branch, a borrowed comm_): before any
+  // setup collective can have been abandoned on comm_ (setups stop after one).
+  if (!node_comm_ && !keep_comm_) COLLC_MPI_CHECK(MPI_Comm_dup(comm_, keep_comm_.out()));
   MPI_Info info = MPI_INFO_NULL;
   COLLC_MPI_CHECK(MPI_Info_create(&info));
   MPI_Info_set(info, "alloc_shared_noncontig", "true");
