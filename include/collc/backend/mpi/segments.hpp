@@ -22,7 +22,10 @@
 ///    the range is taken;
 ///  - ranks that destroyed their plans in different orders may propose
 ///    different ranges; then everyone allocates a new arena (collectively,
-///    as the result of the allreduce is the same everywhere);
+///    as the result of the allreduce is the same everywhere) and retires the
+///    lowest proposal where it is free (retire()), so that a range one rank
+///    still holds (keep(): a failed plan's sends read it) is not proposed by
+///    the others at every later setup;
 ///  - a new arena is zero before anyone polls it: POSIX shared memory is
 ///    created by ftruncate, which POSIX fills with zeros; an MPI window (the
 ///    fallback) is zeroed by every rank and the node synchronizes once (no
