@@ -138,6 +138,39 @@ TEST_CASE("every blocking collective", "[blocking]") {
   CHECK(collc::cached_plans(MPI_COMM_WORLD).empty());
 }
 
+namespace {
+/// A type without + (collc::plus does not reduce it): bcast and allgather need none.
+struct no_plus {
+  std::int32_t a;
+  std::uint16_t b, c;
+  friend bool operator==(const no_plus&, const no_plus&) = default;
+};
+}  // namespace
+
+// collc::bcast and collc::allgather of a type without + did not compile:
+// the blocking plan's factory (mpi::make_for) instantiated make_allreduce<T,
+// plus> and its static_assert (found by tests/mpi/result_sweep.cpp).
+TEST_CASE("bcast and allgather of a type without + (any trivially copyable T)", "[blocking]") {
+  const int me = world_rank(), P = world_size();
+  const std::size_t n = 5;
+  std::vector<no_plus> buf(n), mine(n), all(n * static_cast<std::size_t>(P));
+  for (int it = 0; it < 3; ++it) {
+    for (std::size_t i = 0; i < n; ++i) {
+      buf[i] = me == 0 ? no_plus{it * 100 + static_cast<std::int32_t>(i), 7, 9} : no_plus{-1, 0, 0};
+      mine[i] = {me * 1000 + it * 10 + static_cast<std::int32_t>(i), static_cast<std::uint16_t>(me), 3};
+    }
+    collc::bcast(MPI_COMM_WORLD, buf.data(), n, 0);
+    collc::allgather(MPI_COMM_WORLD, mine.data(), all.data(), n);
+    bool ok = true;
+    for (std::size_t i = 0; i < n; ++i) ok = ok && buf[i] == no_plus{it * 100 + static_cast<std::int32_t>(i), 7, 9};
+    for (int r = 0; r < P; ++r)
+      for (std::size_t i = 0; i < n; ++i)
+        ok = ok && all[static_cast<std::size_t>(r) * n + i] ==
+                       no_plus{r * 1000 + it * 10 + static_cast<std::int32_t>(i), static_cast<std::uint16_t>(r), 3};
+    CHECK(all_ranks(ok));
+  }
+}
+
 TEST_CASE("caches die with their communicator", "[blocking][comms]") {
   const int P = world_size(), me = world_rank();
   for (int round = 0; round < 4; ++round) {

@@ -119,11 +119,21 @@ struct placement_probe_op {
 /// Builds a plan of collective `c` on `comm` (public factories only).
 template <class T, class Op, class... A>
 plan<T, Op> make_for(collective c, MPI_Comm comm, std::size_t count, int root, Op op, A&&... args) {
+  // The reductions only where Op reduces T: collc::bcast / collc::allgather of
+  // a type without + (plus) instantiate this too and did not compile.
   switch (c) {
-    case collective::allreduce: return make_allreduce<T, Op>(comm, count, std::move(op), std::forward<A>(args)...);
+    case collective::allreduce:
+      if constexpr (reduction_op<Op, T>)
+        return make_allreduce<T, Op>(comm, count, std::move(op), std::forward<A>(args)...);
+      break;
     case collective::reduce_scatter:
-      return make_reduce_scatter<T, Op>(comm, count, std::move(op), std::forward<A>(args)...);
-    case collective::reduce: return make_reduce<T, Op>(comm, count, root, std::move(op), std::forward<A>(args)...);
+      if constexpr (reduction_op<Op, T>)
+        return make_reduce_scatter<T, Op>(comm, count, std::move(op), std::forward<A>(args)...);
+      break;
+    case collective::reduce:
+      if constexpr (reduction_op<Op, T>)
+        return make_reduce<T, Op>(comm, count, root, std::move(op), std::forward<A>(args)...);
+      break;
     case collective::allgather:
       if constexpr (std::is_same_v<Op, plus>) return make_allgather<T>(comm, count, std::forward<A>(args)...);
       break;
@@ -131,6 +141,9 @@ plan<T, Op> make_for(collective c, MPI_Comm comm, std::size_t count, int root, O
       if constexpr (std::is_same_v<Op, plus>) return make_bcast<T>(comm, count, root, std::forward<A>(args)...);
       break;
   }
+  if (reduces(c))
+    throw error(errc::invalid_argument,
+                std::string(to_string(c)) + " needs an operator callable as T(const T&, const T&)");
   throw error(errc::invalid_argument, std::string(to_string(c)) + " takes no operator (use collc::plus)");
 }
 
