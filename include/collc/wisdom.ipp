@@ -365,8 +365,13 @@ COLLC_INLINE wisdom wisdom::load(const std::filesystem::path& path, std::string_
     const bool ours = std::any_of(w.entries_.begin(), w.entries_.end(),
                                   [&](const wisdom_entry& e) { return e.key.fingerprint == fingerprint; });
     if (!ours) {
-      warn(collc::detail::cat("its ", w.entries_.size(), " entries were written on another machine (fingerprint ",
-                              w.entries_.front().key.fingerprint, ", this one is ", fingerprint, ")"));
+      // The fingerprint covers the ranks' bindings too (node_topology::fingerprint):
+      // a communicator of other ranks on the same machine has another one.
+      warn(collc::detail::cat("its ", w.entries_.size(),
+                              " entries were written on another machine, or for ranks bound otherwise on this one "
+                              "(fingerprint ",
+                              w.entries_.front().key.fingerprint, ", this one is ", fingerprint,
+                              "; it covers the node's topology and the ranks' bindings)"));
       // Kept for merging (a shared file), never returned by find().
     }
   }
