@@ -394,6 +394,10 @@ COLLC_INLINE void engine::settle(const std::string& resolved, const std::optiona
       failure || pool_ == nullptr ? std::pair<int, std::size_t>{-1, 0} : pool_->propose(lay_.slot_bytes);
   const auto a = static_cast<std::int64_t>(arena), o = static_cast<std::int64_t>(offset),
              n = static_cast<std::int64_t>(lay_.slot_bytes);
+  // The proposal as one key (arena above offset: an arena holds far less than
+  // 2^40 bytes per rank), so that its minimum over the ranks is one rank's
+  // proposal (retired below when the ranks disagree).
+  const std::int64_t key = arena >= 0 ? a << 40 | o : -1;
   // The hash as two non-negative halves and their complements: all equal
   // iff every rank's maxima are its own values.
   const auto hi = static_cast<std::int64_t>(h >> 32), lo = static_cast<std::int64_t>(h & 0xFFFFFFFFu);
@@ -407,7 +411,7 @@ COLLC_INLINE void engine::settle(const std::string& resolved, const std::optiona
                                             o,
                                             n,
                                             -a,
-                                            -o,
+                                            -key,
                                             reg_->shared_memory_failed() ? 1 : 0};
   std::int64_t v[agreed_values];
   agree(mine, v, text);
@@ -429,7 +433,9 @@ COLLC_INLINE void engine::settle(const std::string& resolved, const std::optiona
   if (v[8] != n)  // same signature and schedule, yet different programs: a bug, not a user error
     throw error(errc::mismatch, name_ + ": ranks lowered programs of different sizes (" + std::to_string(n) + " and " +
                                     std::to_string(v[8]) + " bytes of segment)");
-  const bool agreed = arena >= 0 && v[6] == a && -v[9] == a && v[7] == o && -v[10] == o;
+  // Every rank proposed (a, o): the maxima of arena and offset are this
+  // rank's, and so is the minimum key (whose arena is then the largest).
+  const bool agreed = arena >= 0 && v[6] == a && -v[9] == a && v[7] == o && -v[10] == key;
   if (pool_ == nullptr) {  // every rank alike: same placement, pools made in the same order
     pool_ = &reg_->pool_for(map_, node_id_, prog_rank_);
     if (pool_->node_rank() != prog_rank_ - node_first_ || pool_->node_size() != node_size_)
@@ -440,9 +446,12 @@ COLLC_INLINE void engine::settle(const std::string& resolved, const std::optiona
   // Ranks that proposed different ranges: a range kept on some rank (a failed
   // plan's sends still read it, ~engine) is free on the others, who would
   // propose it again at every later setup and make each take a new arena.
-  // The lowest proposal is retired wherever it is free.
-  if (!agreed && v[6] >= 0 && -v[9] >= 0)
-    pool_->retire(static_cast<int>(-v[9]), static_cast<std::size_t>(-v[10]), static_cast<std::size_t>(n));
+  // The lowest proposal, a range some rank proposed and so holds free, is
+  // retired wherever it is free: each disagreement takes one such range out
+  // of that rank's proposals for good.
+  if (const std::int64_t lowest = -v[10]; !agreed && -v[9] >= 0 && lowest >= 0)
+    pool_->retire(static_cast<int>(lowest >> 40), static_cast<std::size_t>(lowest & ((std::int64_t{1} << 40) - 1)),
+                  static_cast<std::size_t>(n));
   bind_all(agreed ? arena : -1, offset);
 }
 
