@@ -101,7 +101,7 @@ class plan : public plan_facts<T, Op> {
   void operator()(std::span<T> buf) { (*this)(in_place, buf); }
   void operator()(in_place_t, T* buf) {
     (void)checked();
-    (*this)(in_place, std::span<T>(buf, buf ? this->in_place_count() : 0));
+    (*this)(in_place, std::span<T>(buf, buf ? core_.in_place_count() : 0));
   }
 
   /// Starts an execution (see the file comment for how far it runs).
@@ -110,8 +110,8 @@ class plan : public plan_facts<T, Op> {
   }
   void start(const T* send, T* recv) {
     (void)checked();
-    const bool root_only = this->kind() == collective::reduce && !core_.is_root();
-    start_impl(send, this->send_count(), recv, root_only && recv == nullptr ? 0 : this->recv_count());
+    const bool root_only = core_.kind() == collective::reduce && !core_.is_root();
+    start_impl(send, core_.send_count(), recv, root_only && recv == nullptr ? 0 : core_.recv_count());
   }
   void start(in_place_t, std::span<T> buf) {
     (void)checked();
@@ -120,7 +120,7 @@ class plan : public plan_facts<T, Op> {
   }
   void start(in_place_t, T* buf) {
     (void)checked();
-    start(in_place, std::span<T>(buf, buf ? this->in_place_count() : 0));
+    start(in_place, std::span<T>(buf, buf ? core_.in_place_count() : 0));
   }
   void start(std::span<T> buf) { start(in_place, buf); }
 

@@ -349,7 +349,8 @@ class plan_facts {
   plan_core<T, Op> core_;
 
   /// The engine; throws for a moved-from plan, naming the accessor (the
-  /// message is built only then: send_count() runs in every pointer call).
+  /// message is built only then). The call forms check once (plan::checked)
+  /// and then read the core directly.
   engine& engine_of(const char* accessor) const {
     if (!core_.valid()) (void)core_.get((std::string("collc plan ") + accessor).c_str());
     return core_.engine_ref();
