@@ -188,7 +188,7 @@ struct view_buffer {
         whole = Kokkos::View<T*>("plain", n);
         ptr = whole.data();
         break;
-      case offset_subview:  // elements before and after the subview: a write outside it shows
+      case offset_subview:  // elements before and after the subview: a write outside it shows (outside())
         whole = Kokkos::View<T*>("pool", n + off + g() % 4);
         ptr = whole.data() + off;
         break;
@@ -201,6 +201,28 @@ struct view_buffer {
         ptr = host.data() + off;
         break;
     }
+    const auto [first, size] = allocation();
+    std::fill(first, first + size, sentinel<T>());
+  }
+  /// The whole allocation behind the View (plain: the View itself).
+  std::pair<T*, std::size_t> allocation() const {
+    switch (kind) {
+      case offset_subview: return {whole.data(), whole.extent(0)};
+      case layout_left_column: return {matrix.data(), matrix.size()};
+      case unmanaged: return {const_cast<T*>(host.data()), host.size()};
+      default: return {ptr, len};
+    }
+  }
+  /// "" unless an element of the allocation outside the View changed (a call
+  /// must write only its View).
+  std::string outside() const {
+    const auto [first, size] = allocation();
+    const T s = sentinel<T>();
+    for (std::size_t i = 0; i < size; ++i)
+      if ((first + i < ptr || first + i >= ptr + len) && std::memcmp(first + i, &s, sizeof(T)) != 0)
+        return std::string(names[kind]) + " View: element " + std::to_string(i) +
+               " of its allocation, outside it, changed";
+    return {};
   }
   /// Calls f with this buffer as a View.
   template <class F>
@@ -314,6 +336,7 @@ std::string one_call(Plan& p, case_env& e, int call) {
     });
     // Off reduce's root an in-place buffer is unspecified.
     if (!(c == collective::reduce && e.me != root)) bad = compare(b.ptr, reference<T, Op>(c, e.me, e.P, n, root, salt));
+    if (bad.empty()) bad = b.outside();
   } else {
     view_buffer<T> sb(form, p.send_count(), e.own);
     sb.fill(mine);
@@ -337,6 +360,8 @@ std::string one_call(Plan& p, case_env& e, int call) {
       bad = compare(rb.ptr, std::vector<T>(rb.len, s)).empty() ? "" : "reduce wrote recv off the root";
     else
       bad = compare(rb.ptr, reference<T, Op>(c, e.me, e.P, n, root, salt));
+    if (bad.empty()) bad = sb.outside();
+    if (bad.empty()) bad = rb.outside();
   }
   ++*e.calls;
   return bad.empty() ? bad : what + ": " + bad;
@@ -566,6 +591,9 @@ struct slot_of : slot {
   void destroy_plan() override { p.reset(); }
   std::string check() override {
     started = false;
+    for (const auto* v : {vs ? &*vs : nullptr, vr ? &*vr : nullptr})
+      if (v)
+        if (std::string bad = v->outside(); !bad.empty()) return desc + ": " + bad;
     const T* in = K ? vs->ptr : s.data();
     const T* out = in_place ? in : (K ? vr->ptr : r.data());
     if (c == collective::reduce && me != root) {

@@ -56,7 +56,8 @@ collc_add_mpi_test(mpi_test_stress_pseudo2 mpi_test_stress RANKS 4 ENV COLLC_RAN
 collc_add_mpi_test(mpi_test_stress_pseudo3 mpi_test_stress RANKS 7 ENV COLLC_RANKS_PER_NODE=3)
 collc_add_mpi_test(mpi_test_plan_safety_pseudo2 mpi_test_plan_safety RANKS 4 ENV COLLC_RANKS_PER_NODE=2)
 # The randomized plans (test_random.cpp) draw pseudo-nodes per plan too; here
-# every plan of the run is between pseudo-nodes, as on a cluster.
+# every plan of the run is between pseudo-nodes, as on a cluster, except plans
+# on the 2-rank halves of the parity split (one pseudo-node each).
 collc_add_mpi_test(mpi_test_random_pseudo2 mpi_test_random RANKS 4 ENV COLLC_RANKS_PER_NODE=2)
 foreach(k IN LISTS COLLC_TEST_RANKS)
   set_tests_properties(mpi_test_stress_np${k} mpi_test_plan_safety_np${k} mpi_test_plan_moved_np${k}

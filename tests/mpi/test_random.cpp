@@ -127,8 +127,8 @@ T sentinel_value() {
 template <class T, class Op>
 struct running {
   plan_spec spec;
+  round_buffers<T> b;  ///< before the plan: ~plan completes a call in progress into it
   collc::plan<T, Op> plan;
-  round_buffers<T> b;
   form how = form::spans;
 };
 
@@ -286,7 +286,7 @@ std::string run_case(case_env& e, kind k, std::string& label) {
     for (const auto& s : specs) {
       auto p = s.schedule ? collc::mpi::make_plan<T, Op>(s.coll, e.comm, s.count, s.root, *s.schedule, s.options)
                           : collc::mpi::make_plan<T, Op>(s.coll, e.comm, s.count, s.root, s.options);
-      plans.push_back({s, std::move(p), {}, form::spans});
+      plans.push_back({s, {}, std::move(p), form::spans});
     }
   } catch (const collc::error& err) {
     return std::string("setup: ") + err.what();

@@ -8,7 +8,8 @@
  * C and Fortran integers of every width, MPI_AINT/OFFSET/COUNT, float, double,
  * long double, REAL*, complex of every kind, C/C++ bool and LOGICAL, MPI_BYTE,
  * the nine MINLOC/MAXLOC pair types) and every operator MPI 4.0 (6.9.2) allows
- * on it, plus user operators (a commutative sum; "first nonzero", an
+ * on it (and the logical ones on MPI_AINT/OFFSET/COUNT, which MPI leaves
+ * undefined and both libraries take as on C integers), plus user operators (a commutative sum; "first nonzero", an
  * associative operator that is not commutative, on every type; concatenation
  * of digit strings on MPI_UINT64_T and composition of affine maps on
  * MPI_2INT, whose results spell out the rank order), `calls_per_pair` calls
@@ -473,7 +474,7 @@ static void gen(const tdesc* d, int op, uint64_t key, int r, size_t j, int wild,
 /* a = a op b (a: the lower ranks', b: the next rank's). */
 static void combine(const tdesc* d, int op, char* a, const char* b) {
   if (op >= U_SUM) {
-    char tmp[64];
+    _Alignas(max_align_t) char tmp[64]; /* read as long double by the operators */
     memcpy(tmp, b, d->ext);
     int one = 1;
     MPI_Datatype t = d->t;
