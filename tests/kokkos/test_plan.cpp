@@ -4,7 +4,7 @@
 // default host execution space, Kokkos reducers as operators, the View
 // checks, and the execution-space contract of docs/kokkos_backend.md, observed
 // through Kokkos profiling callbacks (kernel launches and collc's fences).
-#include "../mpi/support.hpp"
+#include "support.hpp"
 
 #include <collc/backend/kokkos/plan.hpp>
 
@@ -14,18 +14,8 @@
 
 using collc::collective;
 using namespace collc_test;
-using exec_space = Kokkos::DefaultHostExecutionSpace;
 
 namespace {
-
-// Kokkos lives for the whole test program (MPI is initialised by the Catch main).
-struct kokkos_session {
-  kokkos_session() { Kokkos::initialize(); }
-  ~kokkos_session() { Kokkos::finalize(); }
-} const session;
-
-constexpr collective all_collectives[] = {collective::allreduce, collective::reduce_scatter, collective::allgather,
-                                          collective::reduce, collective::bcast};
 
 template <class T>
 Kokkos::View<T*> to_view(const std::vector<T>& v, const std::string& label = "buf") {

@@ -26,7 +26,7 @@
 // peers waiting in a call it skips; the failing case is printed with its seed.
 // COLLC_TEST_SEED and COLLC_TEST_CASES (cases of the first test, rounds of the
 // second) change the draw.
-#include "../mpi/support.hpp"
+#include "support.hpp"
 
 #include <collc/algo/presets.hpp>
 #include <collc/backend/kokkos/plan.hpp>
@@ -49,18 +49,8 @@
 
 using collc::collective;
 using namespace collc_test;
-using exec_space = Kokkos::DefaultHostExecutionSpace;
 
 namespace {
-
-// Kokkos lives for the whole test program (MPI is initialised by the Catch main).
-struct kokkos_session {
-  kokkos_session() { Kokkos::initialize(); }
-  ~kokkos_session() { Kokkos::finalize(); }
-} const session;
-
-constexpr collective all_collectives[] = {collective::allreduce, collective::reduce_scatter, collective::allgather,
-                                          collective::reduce, collective::bcast};
 
 std::uint64_t env_or(const char* name, std::uint64_t fallback) {
   const char* v = std::getenv(name);

@@ -630,6 +630,25 @@ static int draw_count(size_t ext) {
 }
 
 static int nchecks, ncalls[4][3];
+
+/* Completes a call begun in `form` (0 blocking, 1 nonblocking: *req, 2
+ * persistent: preq, started here) whose start returned `err`; 0 after an
+ * error, which it reports. */
+static int complete(const char* call, int form, int err, MPI_Request* req, MPI_Request preq) {
+  if (form == 2) {
+    *req = preq;
+    if (err == MPI_SUCCESS) err = MPI_Start(req);
+  }
+  if (err != MPI_SUCCESS) {
+    char m[64];
+    snprintf(m, sizeof m, "returned error %d", err);
+    report(call, m);
+    return 0;
+  }
+  MPI_Wait(req, MPI_STATUS_IGNORE);
+  ++nchecks;
+  return 1;
+}
 static const char* colln[] = {"allreduce", "reduce", "reduce_scatter_block", "reduce_scatter"};
 static const char* formn[] = {"", " (nonblocking)", " (persistent)"};
 
@@ -720,18 +739,7 @@ static void reduction(uint64_t key, const tdesc* d, int op) {
       case 9: err = MPI_Reduce_scatter(s, r, counts, t, o, x->c); break;
       case 10: err = MPI_Ireduce_scatter(s, r, counts, t, o, x->c, &req); break;
     }
-    if (form == 2) {
-      req = preq;
-      if (err == MPI_SUCCESS) err = MPI_Start(&req);
-    }
-    if (err != MPI_SUCCESS) {
-      char m[64];
-      snprintf(m, sizeof m, "returned error %d", err);
-      report(call, m);
-      break;
-    }
-    MPI_Wait(&req, MPI_STATUS_IGNORE);
-    ++nchecks;
+    if (!complete(call, form, err, &req, preq)) break;
     if (coll == 1 && x->rank != root) {
       if (r) check_guard(call, "a non-root's receive buffer", (unsigned char*)rmem, rcount * d->ext + 2 * GUARD);
       continue;
@@ -1005,18 +1013,7 @@ static void move(int it) {
       else
         err = MPI_Allgather(s, sc, st, rarg, rcount, rl.t, x->c);
     }
-    if (form == 2) {
-      req = preq;
-      if (err == MPI_SUCCESS) err = MPI_Start(&req);
-    }
-    if (err != MPI_SUCCESS) {
-      char m[64];
-      snprintf(m, sizeof m, "returned error %d", err);
-      report(call, m);
-      break;
-    }
-    MPI_Wait(&req, MPI_STATUS_IGNORE);
-    ++nchecks;
+    if (!complete(call, form, err, &req, preq)) break;
     compare_bytes(call, "the receive region (gaps and margins included)", R.mem, expect, R.bytes);
     compare_bytes(call, "the send region", S.mem, sexpect, S.bytes);
   }
