@@ -98,6 +98,7 @@ struct bench_options {
   double batch_s = 0.02;  // auto iters: a batch of the slowest side takes about this long
   bool rotate = false;
   std::size_t llc_bytes = 0;  // 0: from sysfs
+  std::size_t offset = 0;     // bytes past a page boundary where every buffer starts
   bool persistent = true;
   int root = 0;
   std::string csv;
@@ -127,6 +128,9 @@ constexpr const char* usage_text =
     "                     at most what the slowest side does in --batch-ms, default 20)\n"
     "  --rotate           rotate over a buffer pool of 2x the last-level cache\n"
     "  --llc-bytes N      last-level cache size (default: sysfs, else 32M)\n"
+    "  --offset N         start every send and recv buffer N bytes past a page boundary (a\n"
+    "                     multiple of 8 below 4096; default 0). malloc'd buffers of more than\n"
+    "                     128 KiB start 16 bytes past one (glibc's mmap chunk header)\n"
     "  --no-persistent    skip MPI's persistent collectives\n"
     "  --root R           root of reduce and bcast (default 0)\n"
     "  --csv FILE         also write the results as CSV (an existing FILE is replaced only if\n"
@@ -272,6 +276,13 @@ bench_options parse_args(int argc, char** argv) {
       o.rotate = true;
     } else if (a == "--llc-bytes") {
       o.llc_bytes = parse_bytes(value());
+    } else if (a == "--offset") {
+      const std::string_view v = value();
+      const int off = parse_int(v, "--offset", 0);
+      if (off % 8 != 0 || off >= 4096)
+        throw usage_error{"--offset expects a multiple of 8 below 4096 (bytes past a page boundary), got '" +
+                          std::string(v) + "'"};
+      o.offset = static_cast<std::size_t>(off);
     } else if (a == "--no-persistent") {
       o.persistent = false;
     } else if (a == "--root") {
@@ -533,16 +544,27 @@ double bus_factor(collective c, int P) {
 
 // --- buffers ----------------------------------------------------------------------
 
-/// `slots` buffers of `elems` elements each, every one on its own cache lines.
+/// `slots` buffers of `elems` elements each, every one on its own cache lines,
+/// starting `offset` bytes past a page boundary (--offset: a user's malloc'd
+/// buffer is rarely page-aligned, and copies into shared memory are sensitive
+/// to the source's offset within a cache line).
 template <class T>
 struct buffer_pool {
-  std::size_t elems = 0, stride = 0, slots = 0;
+  std::size_t elems = 0, stride = 0, slots = 0, offset = 0;
   byte_buffer mem;
 
-  buffer_pool(std::size_t n, std::size_t k) : elems(n), stride((n * sizeof(T) + 63) / 64 * 64), slots(k) {
+  /// Bytes from one buffer to the next: whole lines, or whole pages with an offset.
+  static std::size_t stride_for(std::size_t n, std::size_t off) {
+    const std::size_t unit = off == 0 ? 64 : 4096;
+    return (n * sizeof(T) + off + unit - 1) / unit * unit;
+  }
+  buffer_pool(std::size_t n, std::size_t k, std::size_t off)
+      : elems(n), stride(stride_for(n, off)), slots(k), offset(off) {
     mem = allocate(std::max<std::size_t>(stride * slots, 64));
   }
-  T* at(std::size_t slot) { return elems == 0 ? nullptr : reinterpret_cast<T*>(mem.get() + stride * slot); }
+  T* at(std::size_t slot) {
+    return elems == 0 ? nullptr : reinterpret_cast<T*>(mem.get() + stride * slot + offset);
+  }
 };
 
 // --- one row of results -------------------------------------------------------------
@@ -680,11 +702,12 @@ row run_size(const context& cx, collective c, std::size_t bytes) {
                    L.bytes, plan->chunk_elements(), plan->executions_per_call(), collc::ir::to_text(prog).c_str());
 
   // Buffers: one pair, or with --rotate enough pairs to cover 2x the LLC.
-  const std::size_t pair_bytes = (L.send + L.recv) * sizeof(T) + 128;
+  const std::size_t pair_bytes =
+      buffer_pool<T>::stride_for(L.send, cx.opt.offset) + buffer_pool<T>::stride_for(L.recv, cx.opt.offset);
   std::size_t slots = 1;
   if (cx.opt.rotate) slots = std::max<std::size_t>(2, (2 * cx.llc + pair_bytes - 1) / pair_bytes);
   out.slots = slots;
-  buffer_pool<T> send(L.send, slots), recv(L.recv, slots);
+  buffer_pool<T> send(L.send, slots, cx.opt.offset), recv(L.recv, slots, cx.opt.offset);
   const bool bcast = c == collective::bcast;
   for (std::size_t s = 0; s < slots; ++s) {
     T* in = bcast ? recv.at(s) : send.at(s);
@@ -913,12 +936,13 @@ struct run_facts {
   double setup_first = NAN, setup_second = NAN;
   std::string type, op;
   bool rotate = false;
+  std::size_t offset = 0;
 };
 
 void print_header(const run_facts& f, collective c, bool with_p) {
-  std::printf("\n# %s  %s %s  P=%d  %s  rotate=%s  LLC %s  memcpy %.2f GB/s  load %.2f\n", name_of(c).c_str(),
-              f.type.c_str(), f.op.c_str(), f.P, f.library.c_str(), f.rotate ? "on" : "off", human_bytes(f.llc).c_str(),
-              f.memcpy_bw / 1e9, load_average());
+  std::printf("\n# %s  %s %s  P=%d  %s  rotate=%s  offset %zu  LLC %s  memcpy %.2f GB/s  load %.2f\n",
+              name_of(c).c_str(), f.type.c_str(), f.op.c_str(), f.P, f.library.c_str(), f.rotate ? "on" : "off",
+              f.offset, human_bytes(f.llc).c_str(), f.memcpy_bw / 1e9, load_average());
   std::printf("%10s %5s | %9s %9s %9s | %9s %9s %9s |%s %6s %6s | %7s %7s | %8s %8s | %-16s %s\n", "bytes", "iters",
               "collc_us", "min", "max", "mpi_us", "min", "max", with_p ? "  mpip_us" : "", "ratio", "best", "bus_c",
               "bus_m", "setup_us", "mem_KiB", "schedule", "check");
@@ -939,7 +963,7 @@ constexpr const char* csv_header =
     "library,P,coll,type,op,rotate,schedule_req,schedule,bytes,count,iters,reps,slots,"
     "collc_min_us,collc_med_us,collc_max_us,mpi_min_us,mpi_med_us,mpi_max_us,mpip_min_us,mpip_med_us,mpip_max_us,"
     "ratio_med,ratio_p_med,ratio_best_med,collc_busbw_GBs,mpi_busbw_GBs,memcpy_GBs,setup_us,setup_first_us,"
-    "setup_second_us,shm_bytes,scratch_bytes,stage_bytes,load1,check\n";
+    "setup_second_us,shm_bytes,scratch_bytes,stage_bytes,load1,check,offset\n";
 
 void write_csv_row(std::FILE* out, const run_facts& f, const bench_options& o, const row& r) {
   const double bus = bus_factor(r.coll, f.P) * static_cast<double>(r.lay.bytes) / 1e9;
@@ -949,13 +973,13 @@ void write_csv_row(std::FILE* out, const run_facts& f, const bench_options& o, c
   std::fprintf(out,
                "\"%s\",%d,%s,%s,%s,%d,\"%s\",\"%s\",%zu,%zu,%zu,%d,%zu,"
                "%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,%.3f,"
-               "%.4f,%.4f,%.4f,%.4f,%.4f,%.3f,%.1f,%.1f,%.1f,%zu,%zu,%zu,%.2f,\"%s\"\n",
+               "%.4f,%.4f,%.4f,%.4f,%.4f,%.3f,%.1f,%.1f,%.1f,%zu,%zu,%zu,%.2f,\"%s\",%zu\n",
                f.library.c_str(), f.P, name_of(r.coll).c_str(), f.type.c_str(), f.op.c_str(), f.rotate ? 1 : 0,
                o.schedule_text.c_str(), r.schedule.c_str(), r.lay.bytes, r.lay.count, r.iters, o.reps, r.slots,
                r.collc_t.min * 1e6, r.collc_t.med * 1e6, r.collc_t.max * 1e6, r.mpi_t.min * 1e6, r.mpi_t.med * 1e6,
                r.mpi_t.max * 1e6, r.mpip_t.min * 1e6, r.mpip_t.med * 1e6, r.mpip_t.max * 1e6, r.ratio, r.ratio_p,
                r.ratio_best, bus / r.collc_t.med, bus / r.mpi_t.med, f.memcpy_bw / 1e9, r.setup_s * 1e6,
-               f.setup_first * 1e6, f.setup_second * 1e6, r.shm, r.scratch, r.stage, r.load, check.c_str());
+               f.setup_first * 1e6, f.setup_second * 1e6, r.shm, r.scratch, r.stage, r.load, check.c_str(), f.offset);
   std::fflush(out);
 }
 
@@ -1191,6 +1215,7 @@ int main(int argc, char** argv) {
   f.type = cx.opt.type;
   f.op = cx.opt.op;
   f.rotate = cx.opt.rotate;
+  f.offset = cx.opt.offset;
   if (cx.opt.calibrate) {
     try {
       const collc::mpi::calibration cal = collc::mpi::calibrate_report(cx.comm);

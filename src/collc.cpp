@@ -21,8 +21,10 @@
 #include <collc/algo/select.ipp>
 #include <collc/wisdom.ipp>
 
-// The MPI backend's plan layout is a pure function (no <mpi.h>): built in every configuration.
+// The MPI backend's plan layout (a pure function) and its copy into shm use no
+// <mpi.h>: built in every configuration.
 #include <collc/backend/mpi/layout.ipp>
+#include <collc/backend/mpi/shm_copy.ipp>
 
 // MPI backend.
 #if defined(COLLC_HAS_MPI)

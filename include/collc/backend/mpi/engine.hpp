@@ -49,6 +49,7 @@
 #include <collc/backend/mpi/handles.hpp>
 #include <collc/backend/mpi/layout.hpp>
 #include <collc/backend/mpi/options.hpp>
+#include <collc/backend/mpi/shm_copy.hpp>
 #include <collc/backend/mpi/topology.hpp>
 #include <collc/config.hpp>
 #include <collc/core.hpp>
@@ -131,6 +132,12 @@ struct host_kernels {
   template <class T>
   void copy(T* dst, const T* src, std::size_t n) const {
     collc::detail::copy_elems(dst, src, n);
+  }
+  /// A copy into shm, which peers read next: streamed when misaligned (shm_copy.hpp).
+  template <class T>
+  void copy_to_shm(T* dst, const T* src, std::size_t n) const {
+    static_assert(std::is_trivially_copyable_v<T>, "collc::mpi::host_kernels: T must be trivially copyable");
+    copy_into_shm(dst, src, n * sizeof(T));
   }
   template <class T, class Op>
   void reduce(T* dst, const T* a, const T* b, std::size_t n, const Op& op) const {
@@ -463,7 +470,16 @@ class engine {
     for (std::size_t pc = call_.pc; pc < n; ++pc) {
       const bound_op& o = ops[pc];
       switch (o.code) {
-        case opcode::copy: kernels.copy(at(o.dst_slot, o.dst), at(o.a_slot, o.a), o.n); break;
+        case opcode::copy:
+          // A policy may copy into shm its own way (host_kernels: shm_copy.hpp).
+          if constexpr (requires { kernels.copy_to_shm(at(0, 0), at(0, 0), o.n); }) {
+            if (o.dst_slot >= slot_shm0) {
+              kernels.copy_to_shm(at(o.dst_slot, o.dst), at(o.a_slot, o.a), o.n);
+              break;
+            }
+          }
+          kernels.copy(at(o.dst_slot, o.dst), at(o.a_slot, o.a), o.n);
+          break;
         case opcode::reduce:
           // Plans of allgather / bcast carry an operator that need not apply
           // to T; their programs have no reduce.
