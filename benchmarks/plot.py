@@ -58,7 +58,15 @@ def read_rows(paths):
                 continue
             for r in reader:
                 r["lib"] = library_key(r["library"])
+                if not r.get("offset"):
+                    r["offset"] = "0"  # CSVs written before --offset
                 rows.append(r)
+    # Rounds are merged by KEY, which has no offset: runs at different
+    # --offset values are different experiments, not rounds of one.
+    offsets = sorted({r["offset"] for r in rows}, key=int)
+    if len(offsets) > 1:
+        sys.exit(f"plot.py: the CSVs mix collc-bench --offset values ({', '.join(offsets)}); "
+                 "give the runs of each offset separately")
     return rows
 
 

@@ -4,7 +4,8 @@
 // (shm_stream_min_bytes), and writes nothing before or after the destination
 // range. The streamed path splits the copy into a head up to the
 // destination's next line, whole lines, and a tail: every offset pair puts
-// those splits at a different place.
+// those splits at a different place. streams_into_shm says which copies take
+// the streamed path; the third case checks that they do.
 #include <catch2/catch.hpp>
 #include <collc/backend/mpi/shm_copy.hpp>
 
@@ -72,6 +73,20 @@ TEST_CASE("copy_into_shm copies exactly its bytes at every line offset", "[shm_c
     INFO("bytes " << bytes);
     CHECK(bad_pairs == 0);
   }
+}
+
+TEST_CASE("copy_into_shm streams exactly the large copies that disagree within a line", "[shm_copy]") {
+  // The test above passes with plain memcpy too; this one fails if the
+  // streamed path stopped being taken (x86-64 always has SSE2).
+  line_buffer a(2 * shm_stream_min_bytes), b(2 * shm_stream_min_bytes);
+  const std::size_t m = shm_stream_min_bytes;
+  CHECK_FALSE(collc::mpi::streams_into_shm(b.p, a.p, m));           // same offset in a line
+  CHECK_FALSE(collc::mpi::streams_into_shm(b.p + 16, a.p + 16, m));  // likewise
+  CHECK_FALSE(collc::mpi::streams_into_shm(b.p, a.p + 16, m - 1));  // below the threshold
+#if defined(__x86_64__)
+  CHECK(collc::mpi::streams_into_shm(b.p, a.p + 16, m));
+  CHECK(collc::mpi::streams_into_shm(b.p + 1, a.p, m));
+#endif
 }
 
 TEST_CASE("copy_into_shm of a buffer onto itself leaves it as it is", "[shm_copy]") {

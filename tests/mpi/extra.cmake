@@ -59,6 +59,9 @@ collc_add_mpi_test(mpi_test_plan_safety_pseudo2 mpi_test_plan_safety RANKS 4 ENV
 # every plan of the run is between pseudo-nodes, as on a cluster, except plans
 # on the 2-rank halves of the parity split (one pseudo-node each).
 collc_add_mpi_test(mpi_test_random_pseudo2 mpi_test_random RANKS 4 ENV COLLC_RANKS_PER_NODE=2)
+# Misaligned user buffers (test_misaligned.cpp) between pseudo-nodes: copies
+# into shm streamed, then sent from shm by MPI, with the network's 4 MiB chunk.
+collc_add_mpi_test(mpi_test_misaligned_pseudo2 mpi_test_misaligned RANKS 4 ENV COLLC_RANKS_PER_NODE=2)
 foreach(k IN LISTS COLLC_TEST_RANKS)
   set_tests_properties(mpi_test_stress_np${k} mpi_test_plan_safety_np${k} mpi_test_plan_moved_np${k}
                        PROPERTIES TIMEOUT 180)

@@ -127,7 +127,10 @@ class aligned_bytes {
 /// members to run them elsewhere (backend/kokkos: kernels on an execution
 /// space); `sync()` is called wherever the results of earlier kernels must be
 /// complete: before a signal, a send or a recv, and at the end of each
-/// execution (before the staging copy-out and the next execution).
+/// execution (before the staging copy-out and the next execution). A policy
+/// may add a fourth, `copy_to_shm`, which the interpreter calls instead of
+/// `copy` for copies into shm; its stores must be visible to other cores
+/// once it returns (host_kernels: streaming stores, fenced in copy_into_shm).
 struct host_kernels {
   template <class T>
   void copy(T* dst, const T* src, std::size_t n) const {
