@@ -10,6 +10,8 @@
 #include <catch2/catch.hpp>
 #include <collc/algo/lower.hpp>
 #include <collc/algo/presets.hpp>
+#include <collc/backend/mpi/layout.hpp>
+#include <collc/backend/mpi/options.hpp>
 #include <collc/ir/sequence.hpp>
 #include <collc/ir/verify.hpp>
 
@@ -322,19 +324,56 @@ TEST_CASE("non-commutative operators: sequences keep rank order", "[ir][sequence
   CHECK(proven > 20);
 }
 
+TEST_CASE("pipelined rooted calls: alternating 64 KiB chunks, proven as the engine runs them", "[ir][sequence][ring]") {
+  // The engine lowers a large bcast / reduce on a node with a core per rank
+  // under lowering_chunk_bytes (64 KiB of shm), and lays it out under the
+  // plan's chunk_bytes (256 KiB), so two copies alternate (layout_of).
+  const std::size_t chunk_bytes = collc::mpi::default_chunk_bytes;
+  for (collective c : {collective::bcast, collective::reduce})
+    for (int P : {2, 3, 4})
+      for (const auto& s : {algo::schedule::tree(0), algo::schedule::copy_in()})
+        for (std::size_t count : {std::size_t{8193}, std::size_t{3 * 8192 + 777}}) {
+          const std::size_t bound = collc::mpi::lowering_chunk_bytes(c, count * 8, true, false, chunk_bytes);
+          REQUIRE(bound == collc::ir::rooted_alternate_max_bytes);
+          auto lowered = collc_test::lower_like_engine(s, c, P, count, 8, bound, {}, P - 1);
+          const int copies = shm_copies_for(lowered.programs, 8, chunk_bytes);
+          const runs r = make_runs(std::move(lowered), count, copies);
+          INFO(std::string(collc::to_string(c)) << " P=" << P << " " << s.to_string() << " count=" << count
+                                                << " chunk=" << r.chunk << " copies=" << r.shm_copies);
+          CHECK(r.shm_copies == 2);
+          CHECK(r.executions_per_call >= 2);
+          const auto v = prove(r, true, false);
+          INFO(v.to_string());
+          CHECK(v);
+        }
+  // Not pipelined: oversubscribed, between nodes, a reduce above 2 MiB, one
+  // chunk's worth, other collectives; the chunk bound is then chunk_bytes.
+  using collc::mpi::lowering_chunk_bytes;
+  CHECK(lowering_chunk_bytes(collective::bcast, 1 << 20, true, true, chunk_bytes) == chunk_bytes);
+  CHECK(lowering_chunk_bytes(collective::bcast, 1 << 20, false, false, chunk_bytes) == chunk_bytes);
+  CHECK(lowering_chunk_bytes(collective::reduce, (std::size_t{2} << 20) + 8, true, false, chunk_bytes) == chunk_bytes);
+  CHECK(lowering_chunk_bytes(collective::reduce, std::size_t{2} << 20, true, false, chunk_bytes) == 64 * 1024);
+  CHECK(lowering_chunk_bytes(collective::bcast, 64 * 1024, true, false, chunk_bytes) == chunk_bytes);
+  CHECK(lowering_chunk_bytes(collective::allreduce, 1 << 20, true, false, chunk_bytes) == chunk_bytes);
+  // A chunk limit below two pipeline chunks: half of it, so two copies fit.
+  CHECK(lowering_chunk_bytes(collective::bcast, 1 << 20, true, false, 64 * 1024) == 32 * 1024);
+}
+
 TEST_CASE("rooted collectives rotate over a ring of shm copies, proven over more executions than copies",
           "[ir][sequence][ring]") {
   for (collective c : {collective::bcast, collective::reduce})
     for (int P : {2, 3, 4, 8})
       for (const auto& s : {algo::schedule::tree(0), algo::schedule::tree(std::max(2, P - 1))})
-        for (std::size_t count : {std::size_t{1}, std::size_t{100}, std::size_t{1024}, std::size_t{2048}}) {
+        for (std::size_t count : {std::size_t{1}, std::size_t{100}, std::size_t{1024}, std::size_t{2048},
+                                  std::size_t{8192}}) {
           const runs r = plan_runs(s, c, P, count, P - 1, 8, std::size_t{256} << 10, {});
           INFO(std::string(collc::to_string(c))
                << " P=" << P << " " << s.to_string() << " count=" << count << " copies=" << r.shm_copies);
           // A tree's shm is two blocks of `count` elements: 16 B (one 64-byte
           // line a copy) and 1600 B: 32 copies; 16 KiB: 4 (the ring doubles
-          // while twice it fits 64 KiB); 32 KiB: above alternate_max_bytes, one.
-          const int expected = count <= 100 ? max_shm_copies : count == 1024 ? 4 : 1;
+          // while twice it fits 64 KiB); 32 KiB: 2 (rooted programs alternate
+          // up to rooted_alternate_max_bytes); 128 KiB: above it, one.
+          const int expected = count <= 100 ? max_shm_copies : count == 1024 ? 4 : count == 2048 ? 2 : 1;
           CHECK(r.shm_copies == expected);
           const auto v = prove(r, true, false);
           INFO(v.to_string());

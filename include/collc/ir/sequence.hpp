@@ -155,15 +155,27 @@ struct chunked {
 chunked lower_in_chunks(std::size_t count, std::size_t elem_size, std::size_t blocks, std::size_t chunk_bytes,
                         const chunk_lowering& lower);
 
-/// The elements of shm per rank up to which shared-memory programs alternate
-/// two copies (bytes; see alternates()).
+/// The bytes of shm per rank up to which shared-memory programs alternate
+/// two copies (see alternates()).
 inline constexpr std::size_t alternate_max_bytes = 16384;
+
+/// The same for bcast and reduce programs, and the chunk of a pipelined
+/// rooted call (the MPI engine: bcast and reduce on one node with no more
+/// ranks than cores run in chunks of at most this much shm, alternating, so
+/// the root's copy of chunk k + 1 overlaps its readers' copy of chunk k).
+/// Measured on 2 cores (docs/benchmarks.md, "Rooted calls in alternating
+/// 64 KiB chunks"): oversubscribed (P = 3, 4) bcast and reduce of 24-64 KiB
+/// 1.2-2.4x faster alternating; P = 2 bcast 256 KiB-4 MiB 1.3-1.5x faster
+/// pipelined, reduce 64 KiB-1 MiB 1.1-1.2x.
+inline constexpr std::size_t rooted_alternate_max_bytes = std::size_t{64} << 10;
 
 /// Whether programs of `elem_size`-byte elements alternate shm copies: no
 /// messages (transfers are bound to fixed shm addresses), and shm of at most
-/// 16 KiB per rank whose two copies fit in `chunk_bytes`. It halves the
-/// hand-offs of tiny calls (P = 2, 8 B: 0.30 us against 0.45 us), as an
-/// execution need not wait for its peers to finish reading the previous one.
+/// alternate_max_bytes per rank (rooted_alternate_max_bytes for bcast and
+/// reduce) whose two copies fit in `chunk_bytes`. It halves the hand-offs of
+/// tiny calls (P = 2, 8 B: 0.30 us against 0.45 us), as an execution need
+/// not wait for its peers to finish reading the previous one, and lets a
+/// bcast root (reduce leaf) fill the next copy while its readers empty this one.
 bool alternates(const std::vector<program>& programs, std::size_t elem_size, std::size_t chunk_bytes);
 
 /// The most shm copies a plan rotates over (a power of two).

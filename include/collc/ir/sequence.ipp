@@ -188,7 +188,9 @@ COLLC_INLINE bool alternates(const std::vector<program>& programs, std::size_t e
         if (std::holds_alternative<send>(ins) || std::holds_alternative<recv>(ins)) return false;
   }
   const std::size_t data = shm * elem_size;
-  return data > 0 && data <= alternate_max_bytes && 2 * data <= chunk_bytes;
+  const bool rooted =
+      !programs.empty() && (programs.front().coll == collective::bcast || programs.front().coll == collective::reduce);
+  return data > 0 && data <= (rooted ? rooted_alternate_max_bytes : alternate_max_bytes) && 2 * data <= chunk_bytes;
 }
 
 COLLC_INLINE int shm_copies_for(const std::vector<program>& programs, std::size_t elem_size, std::size_t chunk_bytes,

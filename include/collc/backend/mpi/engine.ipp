@@ -346,8 +346,10 @@ COLLC_INLINE void engine::lower_chunks(const lower_fn& lower) {
                ? map_.prog_of_comm[static_cast<std::size_t>(shape_.root)]
                : 0;
   if (map_.nodes > 1) q.node_of = map_.node_of;
+  const std::size_t chunk_bytes = lowering_chunk_bytes(shape_.coll, shape_.count * shape_.elem_size, map_.nodes == 1,
+                                                       oversubscribed(), opt_.chunk_bytes);
   ir::chunked c = ir::lower_in_chunks(shape_.count, shape_.elem_size, blocked ? static_cast<std::size_t>(size_) : 1,
-                                      opt_.chunk_bytes, [&](std::size_t n, std::size_t stride) {
+                                      chunk_bytes, [&](std::size_t n, std::size_t stride) {
                                         q.count = n;
                                         q.block_stride = stride;
                                         return lower(q);

@@ -26,7 +26,11 @@
 ///    execution's word (signal_beside_data): as in the flag line, a waiter
 ///    gets the signal and the data in one line transfer, and a ring of 32
 ///    copies has 32 words. Otherwise the words are those of the flag line
-///    (up to 8).
+///    (up to 8);
+///  - bcast and reduce programs alternate up to 64 KiB of shm per rank
+///    (ir::rooted_alternate_max_bytes), and large bcast and reduce calls on
+///    a node with a core per rank are lowered in chunks that size
+///    (lowering_chunk_bytes), so their copies pipeline.
 #include <collc/config.hpp>
 #include <collc/ir/program.hpp>
 #include <collc/ir/sequence.hpp>
@@ -64,6 +68,21 @@ struct plan_layout {
   /// One line: "flags 1, shm 64 B x 2 (alternating), scratch 0 B, slot 192 B, 2 programs, 1 execution per call".
   [[nodiscard]] std::string to_string(std::size_t elem_size) const;
 };
+
+/// The shm bound a plan's chunks are lowered with (ir::lower_in_chunks), for
+/// a `bytes`-byte call under the chunk limit `chunk_bytes`: the limit itself,
+/// except for pipelined rooted calls. Bcast, and reduce up to 2 MiB, on one
+/// node with no more ranks than cores, larger than
+/// ir::rooted_alternate_max_bytes, run in chunks of at most that much shm
+/// (and half of chunk_bytes, so that two copies fit it), which alternate:
+/// the root (a reduce's leaves) fills chunk k + 1 while the readers copy out
+/// chunk k. Measured on 2 cores (docs/benchmarks.md, "Rooted calls in
+/// alternating 64 KiB chunks"): a reduce above 2 MiB (copy-in, the default
+/// there) ran slower so (P = 2, 4 MiB: 658 against 531 us), and with more
+/// ranks than cores every further hand-off waits for a descheduled rank
+/// (P = 3, 4, 128 KiB-4 MiB: 1.1-1.9x slower).
+[[nodiscard]] std::size_t lowering_chunk_bytes(collective c, std::size_t bytes, bool one_node, bool oversubscribed,
+                                               std::size_t chunk_bytes) noexcept;
 
 /// The layout of `lowered` (chunk program, then tail if any; `chunk` elements
 /// per chunk, `count` per call) for elements of `elem_size` bytes under the
