@@ -43,7 +43,8 @@ lowered_plan plan(const algo::schedule& s, collective c, int P, std::size_t coun
                   std::size_t chunk_bytes = collc::mpi::default_chunk_bytes, const std::vector<int>& node_of = {},
                   int root = 0, bool oversubscribed = false) {
   const bool one_node = std::all_of(node_of.begin(), node_of.end(), [&](int n) { return n == node_of.front(); });
-  const std::size_t lowering = collc::mpi::lowering_chunk_bytes(c, count * elem, one_node, oversubscribed, chunk_bytes);
+  const std::size_t lowering =
+      collc::mpi::lowering_chunk_bytes(c, count * elem, P, one_node, oversubscribed, chunk_bytes);
   const ir::chunked lowered = collc_test::lower_like_engine(s, c, P, count, elem, lowering, node_of, root);
   lowered_plan out{lowered.programs, lowered.chunk, {}};
   out.layout = layout_of(lowered.programs, lowered.chunk, count, elem, chunk_bytes, P);

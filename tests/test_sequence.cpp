@@ -332,9 +332,10 @@ TEST_CASE("pipelined rooted calls: alternating 64 KiB chunks, proven as the engi
   for (collective c : {collective::bcast, collective::reduce})
     for (int P : {2, 3, 4})
       for (const auto& s : {algo::schedule::tree(0), algo::schedule::copy_in()})
-        for (std::size_t count : {std::size_t{8193}, std::size_t{3 * 8192 + 777}}) {
-          const std::size_t bound = collc::mpi::lowering_chunk_bytes(c, count * 8, true, false, chunk_bytes);
-          REQUIRE(bound == collc::ir::rooted_alternate_max_bytes);
+        for (std::size_t count : {std::size_t{2 * 8192 + 1}, std::size_t{3 * 8192 + 777}}) {
+          if (c == collective::reduce && P > 2) continue;  // a reduce pipelines on 2 ranks only
+          const std::size_t bound = collc::mpi::lowering_chunk_bytes(c, count * 8, P, true, false, chunk_bytes);
+          REQUIRE(bound == collc::mpi::pipeline_chunk_bytes);
           auto lowered = collc_test::lower_like_engine(s, c, P, count, 8, bound, {}, P - 1);
           const int copies = shm_copies_for(lowered.programs, 8, chunk_bytes);
           const runs r = make_runs(std::move(lowered), count, copies);
@@ -342,21 +343,30 @@ TEST_CASE("pipelined rooted calls: alternating 64 KiB chunks, proven as the engi
                                                 << " chunk=" << r.chunk << " copies=" << r.shm_copies);
           CHECK(r.shm_copies == 2);
           CHECK(r.executions_per_call >= 2);
-          const auto v = prove(r, true, false);
-          INFO(v.to_string());
-          CHECK(v);
+          for (bool commutative : {true, false})
+            for (bool in_place : {false, true}) {
+              if (in_place && !r.in_place) continue;
+              const auto v = prove(r, commutative, in_place);
+              INFO(v.to_string() << " commutative=" << commutative << " in_place=" << in_place);
+              CHECK(v);
+            }
         }
   // Not pipelined: oversubscribed, between nodes, a reduce above 2 MiB, one
   // chunk's worth, other collectives; the chunk bound is then chunk_bytes.
   using collc::mpi::lowering_chunk_bytes;
-  CHECK(lowering_chunk_bytes(collective::bcast, 1 << 20, true, true, chunk_bytes) == chunk_bytes);
-  CHECK(lowering_chunk_bytes(collective::bcast, 1 << 20, false, false, chunk_bytes) == chunk_bytes);
-  CHECK(lowering_chunk_bytes(collective::reduce, (std::size_t{2} << 20) + 8, true, false, chunk_bytes) == chunk_bytes);
-  CHECK(lowering_chunk_bytes(collective::reduce, std::size_t{2} << 20, true, false, chunk_bytes) == 64 * 1024);
-  CHECK(lowering_chunk_bytes(collective::bcast, 64 * 1024, true, false, chunk_bytes) == chunk_bytes);
-  CHECK(lowering_chunk_bytes(collective::allreduce, 1 << 20, true, false, chunk_bytes) == chunk_bytes);
+  CHECK(lowering_chunk_bytes(collective::bcast, 1 << 20, 2, true, true, chunk_bytes) == chunk_bytes);
+  CHECK(lowering_chunk_bytes(collective::bcast, 1 << 20, 2, false, false, chunk_bytes) == chunk_bytes);
+  CHECK(lowering_chunk_bytes(collective::bcast, 1 << 20, 1, true, false, chunk_bytes) == chunk_bytes);
+  CHECK(lowering_chunk_bytes(collective::bcast, 1 << 20, 8, true, false, chunk_bytes) == 64 * 1024);
+  CHECK(lowering_chunk_bytes(collective::reduce, (std::size_t{2} << 20) + 8, 2, true, false, chunk_bytes) ==
+        chunk_bytes);
+  CHECK(lowering_chunk_bytes(collective::reduce, std::size_t{2} << 20, 2, true, false, chunk_bytes) == 64 * 1024);
+  CHECK(lowering_chunk_bytes(collective::reduce, 1 << 20, 3, true, false, chunk_bytes) == chunk_bytes);
+  CHECK(lowering_chunk_bytes(collective::bcast, 128 * 1024, 2, true, false, chunk_bytes) == chunk_bytes);
+  CHECK(lowering_chunk_bytes(collective::bcast, 128 * 1024 + 8, 2, true, false, chunk_bytes) == 64 * 1024);
+  CHECK(lowering_chunk_bytes(collective::allreduce, 1 << 20, 2, true, false, chunk_bytes) == chunk_bytes);
   // A chunk limit below two pipeline chunks: half of it, so two copies fit.
-  CHECK(lowering_chunk_bytes(collective::bcast, 1 << 20, true, false, 64 * 1024) == 32 * 1024);
+  CHECK(lowering_chunk_bytes(collective::bcast, 1 << 20, 2, true, false, 64 * 1024) == 32 * 1024);
 }
 
 TEST_CASE("rooted collectives rotate over a ring of shm copies, proven over more executions than copies",
@@ -365,15 +375,15 @@ TEST_CASE("rooted collectives rotate over a ring of shm copies, proven over more
     for (int P : {2, 3, 4, 8})
       for (const auto& s : {algo::schedule::tree(0), algo::schedule::tree(std::max(2, P - 1))})
         for (std::size_t count : {std::size_t{1}, std::size_t{100}, std::size_t{1024}, std::size_t{2048},
-                                  std::size_t{8192}}) {
+                                  std::size_t{8192}, std::size_t{16384}}) {
           const runs r = plan_runs(s, c, P, count, P - 1, 8, std::size_t{256} << 10, {});
           INFO(std::string(collc::to_string(c))
                << " P=" << P << " " << s.to_string() << " count=" << count << " copies=" << r.shm_copies);
           // A tree's shm is two blocks of `count` elements: 16 B (one 64-byte
           // line a copy) and 1600 B: 32 copies; 16 KiB: 4 (the ring doubles
-          // while twice it fits 64 KiB); 32 KiB: 2 (rooted programs alternate
-          // up to rooted_alternate_max_bytes); 128 KiB: above it, one.
-          const int expected = count <= 100 ? max_shm_copies : count == 1024 ? 4 : count == 2048 ? 2 : 1;
+          // while twice it fits 64 KiB); 32 and 128 KiB: 2 (rooted programs
+          // alternate up to rooted_alternate_max_bytes); 256 KiB: above it, one.
+          const int expected = count <= 100 ? max_shm_copies : count == 1024 ? 4 : count <= 8192 ? 2 : 1;
           CHECK(r.shm_copies == expected);
           const auto v = prove(r, true, false);
           INFO(v.to_string());

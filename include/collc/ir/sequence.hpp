@@ -159,15 +159,13 @@ chunked lower_in_chunks(std::size_t count, std::size_t elem_size, std::size_t bl
 /// two copies (see alternates()).
 inline constexpr std::size_t alternate_max_bytes = 16384;
 
-/// The same for bcast and reduce programs, and the chunk of a pipelined
-/// rooted call (the MPI engine: bcast and reduce on one node with no more
-/// ranks than cores run in chunks of at most this much shm, alternating, so
-/// the root's copy of chunk k + 1 overlaps its readers' copy of chunk k).
-/// Measured on 2 cores (docs/benchmarks.md, "Rooted calls in alternating
-/// 64 KiB chunks"): oversubscribed (P = 3, 4) bcast and reduce of 24-64 KiB
-/// 1.2-2.4x faster alternating; P = 2 bcast 256 KiB-4 MiB 1.3-1.5x faster
-/// pipelined, reduce 64 KiB-1 MiB 1.1-1.2x.
-inline constexpr std::size_t rooted_alternate_max_bytes = std::size_t{64} << 10;
+/// The same for bcast and reduce programs: a bcast root (reduce leaf) then
+/// fills the next copy while its readers empty this one. Measured on 2 cores
+/// (docs/benchmarks.md, "Rooted calls in alternating 64 KiB chunks"): with
+/// more ranks than cores the default flat tree of 24-64 KiB (48-128 KiB of
+/// shm per rank) 1.2-2.4x faster alternating. Two copies of 128 KiB fill
+/// the default chunk_bytes, which bounds them (alternates()).
+inline constexpr std::size_t rooted_alternate_max_bytes = std::size_t{128} << 10;
 
 /// Whether programs of `elem_size`-byte elements alternate shm copies: no
 /// messages (transfers are bound to fixed shm addresses), and shm of at most
@@ -185,7 +183,8 @@ inline constexpr int max_shm_copies = 32;
 /// where they do not alternate (alternates() is false); 2 for collectives in
 /// which every rank waits for every other each execution (allreduce,
 /// reduce_scatter, allgather: no rank can run further ahead); for bcast and
-/// reduce a ring of up to max_shm_copies within `ring_bytes` (default 64 KiB)
+/// reduce a ring of up to max_shm_copies within `ring_bytes` (default 64 KiB;
+/// two copies whatever their size, which alternates() bounds)
 /// and `chunk_bytes`, so back-to-back calls need not wait for the slowest
 /// reader each call: the root (bcast) or the leaves (reduce) run up to k - 1
 /// executions ahead, as an MPI library's eager sends run ahead in its

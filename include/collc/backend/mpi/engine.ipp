@@ -346,8 +346,8 @@ COLLC_INLINE void engine::lower_chunks(const lower_fn& lower) {
                ? map_.prog_of_comm[static_cast<std::size_t>(shape_.root)]
                : 0;
   if (map_.nodes > 1) q.node_of = map_.node_of;
-  const std::size_t chunk_bytes = lowering_chunk_bytes(shape_.coll, shape_.count * shape_.elem_size, map_.nodes == 1,
-                                                       oversubscribed(), opt_.chunk_bytes);
+  const std::size_t chunk_bytes = lowering_chunk_bytes(shape_.coll, shape_.count * shape_.elem_size, size_,
+                                                       map_.nodes == 1, oversubscribed(), opt_.chunk_bytes);
   ir::chunked c = ir::lower_in_chunks(shape_.count, shape_.elem_size, blocked ? static_cast<std::size_t>(size_) : 1,
                                       chunk_bytes, [&](std::size_t n, std::size_t stride) {
                                         q.count = n;
@@ -391,7 +391,14 @@ COLLC_INLINE void engine::layout() {
 
 COLLC_INLINE void engine::settle(const std::string& resolved, const std::optional<error>& failure) {
   const std::string text = signature_text() + " -> " + resolved;
-  const std::uint64_t h = fnv1a(text);
+  // The agreement covers how the plan was lowered too: the chunk and the shm
+  // copies depend on this rank's view of its node (lowering_chunk_bytes:
+  // its core count), and ranks that ran different chunk programs of the same
+  // size would read each other's halves at the wrong time, with no error.
+  const std::string lowered = failure ? text
+                                      : text + " (chunk " + std::to_string(chunk_) + ", " +
+                                            std::to_string(lay_.shm_copies) + " shm copies)";
+  const std::uint64_t h = fnv1a(lowered);
   const auto [arena, offset] =
       failure || pool_ == nullptr ? std::pair<int, std::size_t>{-1, 0} : pool_->propose(lay_.slot_bytes);
   const auto a = static_cast<std::int64_t>(arena), o = static_cast<std::int64_t>(offset),
@@ -417,7 +424,7 @@ COLLC_INLINE void engine::settle(const std::string& resolved, const std::optiona
                                             reg_->shared_memory_failed() ? 1 : 0};
   std::int64_t v[agreed_values];
   agree(mine, v, text);
-  if (v[0] != hi || v[1] != lo || v[2] != 0xFFFFFFFF - hi || v[3] != 0xFFFFFFFF - lo) report_disagreement(h, text);
+  if (v[0] != hi || v[1] != lo || v[2] != 0xFFFFFFFF - hi || v[3] != 0xFFFFFFFF - lo) report_disagreement(h, lowered);
   // The node's first shared memory is mapped everywhere, or nowhere usable
   // (segments.hpp, map_failed): the registry's first plan says which.
   if (v[11] != 0)

@@ -7,7 +7,8 @@
 /// checks the rules without any ranks.
 ///
 /// The rules, each measured on the 2-core development VM (docs/benchmarks.md):
-///  - shared-memory programs with up to 16 KiB of shm per rank rotate over
+///  - shared-memory programs with up to 16 KiB of shm per rank (bcast and
+///    reduce: 128 KiB, below) rotate over
 ///    shm copies by execution number (ir::shm_copies_for; two is the paper's
 ///    `alt`, Jocksch et al. 2026), so a rank can enter the next call while a
 ///    slow peer still reads the previous one; bcast and reduce get a ring of
@@ -27,10 +28,11 @@
 ///    gets the signal and the data in one line transfer, and a ring of 32
 ///    copies has 32 words. Otherwise the words are those of the flag line
 ///    (up to 8);
-///  - bcast and reduce programs alternate up to 64 KiB of shm per rank
-///    (ir::rooted_alternate_max_bytes), and large bcast and reduce calls on
-///    a node with a core per rank are lowered in chunks that size
-///    (lowering_chunk_bytes), so their copies pipeline.
+///  - bcast and reduce programs alternate up to 128 KiB of shm per rank
+///    (ir::rooted_alternate_max_bytes), and large bcast calls (and reduce on
+///    2 ranks up to 2 MiB) on a node with a core per rank are lowered in
+///    chunks of 64 KiB of shm (lowering_chunk_bytes), so their copies
+///    pipeline.
 #include <collc/config.hpp>
 #include <collc/ir/program.hpp>
 #include <collc/ir/sequence.hpp>
@@ -69,20 +71,30 @@ struct plan_layout {
   [[nodiscard]] std::string to_string(std::size_t elem_size) const;
 };
 
+/// The shm per rank of one chunk of a pipelined rooted call (lowering_chunk_bytes).
+inline constexpr std::size_t pipeline_chunk_bytes = std::size_t{64} << 10;
+
 /// The shm bound a plan's chunks are lowered with (ir::lower_in_chunks), for
-/// a `bytes`-byte call under the chunk limit `chunk_bytes`: the limit itself,
-/// except for pipelined rooted calls. Bcast, and reduce up to 2 MiB, on one
-/// node with no more ranks than cores, larger than
-/// ir::rooted_alternate_max_bytes, run in chunks of at most that much shm
-/// (and half of chunk_bytes, so that two copies fit it), which alternate:
-/// the root (a reduce's leaves) fills chunk k + 1 while the readers copy out
-/// chunk k. Measured on 2 cores (docs/benchmarks.md, "Rooted calls in
-/// alternating 64 KiB chunks"): a reduce above 2 MiB (copy-in, the default
-/// there) ran slower so (P = 2, 4 MiB: 658 against 531 us), and with more
-/// ranks than cores every further hand-off waits for a descheduled rank
-/// (P = 3, 4, 128 KiB-4 MiB: 1.1-1.9x slower).
-[[nodiscard]] std::size_t lowering_chunk_bytes(collective c, std::size_t bytes, bool one_node, bool oversubscribed,
-                                               std::size_t chunk_bytes) noexcept;
+/// a `bytes`-byte call on `ranks` ranks under the chunk limit `chunk_bytes`:
+/// the limit itself, except for pipelined rooted calls. A bcast, or a reduce
+/// of up to 2 MiB on 2 ranks (the binomial tree, the default there), on one
+/// node with no more ranks than cores, larger than two pipeline chunks,
+/// runs in chunks of at most pipeline_chunk_bytes of shm (and half of
+/// chunk_bytes, so that two copies fit it), which alternate (ir::alternates):
+/// the root (a reduce's leaf) fills chunk k + 1 while the readers copy out
+/// chunk k. Up to two chunks a call alternates whole where its shm allows
+/// (a bcast of 64 KiB at P = 2: 2.9 us, where one chunk and a tail of 72 KiB
+/// pipelined took 6.6 us: the tail runs guarded, a full hand-off).
+/// Measured on 2 cores (docs/benchmarks.md, "Rooted calls in alternating
+/// 64 KiB chunks"): P = 2 bcast (copy-in) 128 KiB-4 MiB 1.1-1.5x faster,
+/// reduce (tree) 128 KiB-2 MiB 1.2-1.3x. Not pipelined: a copy-in reduce
+/// (reduce-scatter, then gather: P = 2, 4 MiB ran 658 against 531 us; at
+/// P >= 3 the default up to 2 MiB), and calls with more ranks than cores,
+/// where each further hand-off waits for a descheduled rank (P = 3, 4,
+/// 128 KiB-4 MiB: 1.1-1.9x slower). Bcast at P >= 3 with a core per rank
+/// is pipelined on the principle, not measured (2 cores here).
+[[nodiscard]] std::size_t lowering_chunk_bytes(collective c, std::size_t bytes, int ranks, bool one_node,
+                                               bool oversubscribed, std::size_t chunk_bytes) noexcept;
 
 /// The layout of `lowered` (chunk program, then tail if any; `chunk` elements
 /// per chunk, `count` per call) for elements of `elem_size` bytes under the

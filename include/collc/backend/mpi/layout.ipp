@@ -8,11 +8,12 @@
 
 namespace collc::mpi {
 
-COLLC_INLINE std::size_t lowering_chunk_bytes(collective c, std::size_t bytes, bool one_node, bool oversubscribed,
-                                              std::size_t chunk_bytes) noexcept {
-  const bool pipelined = (c == collective::bcast || (c == collective::reduce && bytes <= (std::size_t{2} << 20))) &&
-                         one_node && !oversubscribed && bytes > ir::rooted_alternate_max_bytes;
-  return pipelined ? std::min(ir::rooted_alternate_max_bytes, chunk_bytes / 2) : chunk_bytes;
+COLLC_INLINE std::size_t lowering_chunk_bytes(collective c, std::size_t bytes, int ranks, bool one_node,
+                                              bool oversubscribed, std::size_t chunk_bytes) noexcept {
+  const bool rooted =
+      c == collective::bcast || (c == collective::reduce && ranks == 2 && bytes <= (std::size_t{2} << 20));
+  const bool pipelined = rooted && ranks > 1 && one_node && !oversubscribed && bytes > 2 * pipeline_chunk_bytes;
+  return pipelined ? std::min(pipeline_chunk_bytes, chunk_bytes / 2) : chunk_bytes;
 }
 
 COLLC_INLINE plan_layout layout_of(const std::vector<ir::program>& lowered, std::size_t chunk, std::size_t count,
