@@ -409,13 +409,20 @@ TEST_CASE("stress: the default reduce around the issue's sizes at every P", "[ba
     auto probe = collc::make_reduce<double>(MPI_COMM_WORLD, 1 << 17, P - 1);
     C = probe.chunk_elements();
   }
-  // A pipelined reduce (P = 2 with a core per rank: 64 KiB chunks) is not
-  // pipelined at C + 16, one execution with no tail; 2C + 16 keeps the shape.
-  std::size_t n1 = C + 16;
-  if (collc::make_reduce<double>(MPI_COMM_WORLD, n1, P - 1).executions_per_call() == 1) n1 = 2 * C + 16;
-  REQUIRE(collc::make_reduce<double>(MPI_COMM_WORLD, n1, P - 1).executions_per_call() > 1);
-  repro<double>(collective::reduce, n1, P - 1, {}, scaled(600), false, "reduce<double> chunks + 16 root P-1");
-  repro<double>(collective::reduce, 2 * C + 24, P / 2, {}, scaled(300), false, "reduce<double> 2 chunks + 24 root P/2");
+  // k chunks plus `tail`, with k doubled until the plan has a tail: a
+  // pipelined reduce (P = 2 with a core per rank: 64 KiB chunks) pipelines
+  // only above two chunks' worth, and runs a smaller call in one execution.
+  const auto chunks_plus = [&](std::size_t k, std::size_t tail, int root) {
+    std::size_t n = k * C + tail;
+    while (collc::make_reduce<double>(MPI_COMM_WORLD, n, root).executions_per_call() == 1 && k < 64)
+      n = (k *= 2) * C + tail;
+    REQUIRE(collc::make_reduce<double>(MPI_COMM_WORLD, n, root).executions_per_call() > 1);
+    return n;
+  };
+  repro<double>(collective::reduce, chunks_plus(1, 16, P - 1), P - 1, {}, scaled(600), false,
+                "reduce<double> chunks + 16 root P-1");
+  repro<double>(collective::reduce, chunks_plus(2, 24, P / 2), P / 2, {}, scaled(300), false,
+                "reduce<double> chunks + 24 root P/2");
 }
 
 TEST_CASE("stress: back-to-back bcast and reduce on the shm ring, every root", "[backend][mpi][stress][ring]") {
