@@ -34,8 +34,8 @@
 /// Large messages: lowering is asked for a chunk of C elements (per rank, or
 /// per block for reduce_scatter / allgather) with C chosen so that shm and
 /// scratch of one rank stay within options.chunk_bytes (ir::lower_in_chunks;
-/// large bcast and reduce with a core per rank: 64 KiB, which alternate so
-/// that their copies pipeline, layout.hpp lowering_chunk_bytes);
+/// a large bcast, or reduce on 2 ranks, with a core per rank: 64 KiB, which
+/// alternate so that their copies pipeline, layout.hpp lowering_chunk_bytes);
 /// a call runs the chunk program for chunks 0, 1, ... and a tail program for
 /// the remainder, each run one execution, with the user pointers advanced by
 /// the chunk base; the first execution after a switch of programs runs a
